@@ -1,0 +1,19 @@
+# Every third-party dependency is found here, once. All come from Debian's
+# packages (tools/install-deps). find_package where a CMake package ships,
+# pkg-config otherwise (librdkafka; gRPC later).
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+find_package(OpenSSL 3 REQUIRED)
+find_package(Protobuf REQUIRED)
+find_package(absl REQUIRED)
+find_package(yaml-cpp REQUIRED)
+find_package(simdjson REQUIRED)
+find_package(prometheus-cpp REQUIRED)
+find_package(Boost 1.81 REQUIRED COMPONENTS json url)
+pkg_check_modules(RDKAFKA REQUIRED IMPORTED_TARGET rdkafka)
+if(RELAY_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+if(RELAY_BUILD_BENCH)
+  find_package(benchmark REQUIRED)
+endif()

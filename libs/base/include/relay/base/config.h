@@ -1,0 +1,65 @@
+// Service configuration: a YAML file plus environment overrides.
+//
+// Keys are dotted paths into the YAML mapping ("http.listen"). The
+// environment variable for a key is RELAY_ + the key upper-cased with '.'
+// turned into '_' (http.listen -> RELAY_HTTP_LISTEN); it wins over the file.
+// List values come from a YAML sequence or a comma-separated variable.
+//
+// Getters never fail: a missing key yields the default, a bad value records
+// an error and yields the default. Finish() then reports every error at once,
+// plus any key present in the file that no getter asked for (a typo must not
+// silently fall back to a default). Values are never logged, so secrets can
+// live here.
+//
+// Not thread-safe; use it at start-up only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace relay {
+
+class Config {
+ public:
+  // Loads `path` (empty: no file, environment only). `env` maps variable
+  // names to values; FromProcessEnvironment() gives the real one.
+  static absl::StatusOr<Config> Load(const std::string& path,
+                                     std::map<std::string, std::string> env);
+  static std::map<std::string, std::string> ProcessEnvironment();
+
+  std::string String(const std::string& key, const std::string& def);
+  // A non-empty string is required.
+  std::string RequiredString(const std::string& key);
+  int64_t Int(const std::string& key, int64_t def, int64_t min, int64_t max);
+  bool Bool(const std::string& key, bool def);
+  // "250ms", "5s", "2m", "1h", or a bare number of milliseconds.
+  std::chrono::milliseconds Duration(const std::string& key, std::chrono::milliseconds def);
+  // "25MB", "512KiB", "1024"; decimal (KB, MB, GB) and binary (KiB, MiB, GiB) units.
+  int64_t Bytes(const std::string& key, int64_t def, int64_t min, int64_t max);
+  std::vector<std::string> StringList(const std::string& key);
+
+  // All errors from the getters and unknown file keys, or OK.
+  absl::Status Finish() const;
+
+  static std::string EnvName(const std::string& key);
+
+ private:
+  std::optional<std::string> Scalar(const std::string& key);
+  void Fail(const std::string& key, const std::string& why);
+
+  std::map<std::string, std::string> file_scalars_;
+  std::map<std::string, std::vector<std::string>> file_lists_;
+  std::map<std::string, std::string> env_;
+  std::set<std::string> used_;
+  std::vector<std::string> errors_;
+  std::string path_;
+};
+
+}  // namespace relay

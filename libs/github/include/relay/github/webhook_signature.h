@@ -1,0 +1,32 @@
+// GitHub webhook signatures: X-Hub-Signature-256 = "sha256=" followed by the
+// lower-case hex HMAC-SHA256 of the raw request body keyed by the webhook
+// secret. Thread-safe; immutable after construction.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace relay::github {
+
+class WebhookVerifier {
+ public:
+  // Every secret in `secrets` is accepted, so a secret can be rotated without
+  // downtime (add the new one, switch GitHub, remove the old one).
+  explicit WebhookVerifier(std::vector<std::string> secrets);
+
+  // True when `header` is a well-formed sha256 signature of `body` under any
+  // active secret. The MAC comparison is constant-time (CRYPTO_memcmp) and
+  // runs for every secret, so timing reveals neither bytes nor which secret.
+  bool Verify(std::string_view header, std::string_view body) const;
+
+  size_t secret_count() const { return secrets_.size(); }
+
+ private:
+  std::vector<std::string> secrets_;
+};
+
+// "sha256=<hex>" for `body` under `secret`, as GitHub computes it.
+std::string SignWebhook(std::string_view secret, std::string_view body);
+
+}  // namespace relay::github

@@ -1,0 +1,330 @@
+#include "relay/http/server.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "relay/base/log.h"
+
+namespace relay::http {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+using tcp = net::ip::tcp;
+
+Response MakeResponse(unsigned status, std::string body, std::string_view content_type) {
+  Response response{static_cast<bhttp::status>(status), 11};
+  response.set(bhttp::field::content_type, content_type);
+  response.body() = std::move(body);
+  return response;
+}
+
+class ServerImpl;
+
+// One connection. Lives on its own strand; shared by the pending async
+// operation and by the Responder of the request in flight.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, ServerImpl* server);
+  ~Session();
+  void Start() { ReadHeader(); }
+  void Respond(Response response);
+  void CloseIfIdle();
+
+ private:
+  void ReadHeader();
+  void OnHeader(beast::error_code ec);
+  void OnBody(beast::error_code ec);
+  void OnReadError(beast::error_code ec);
+  void Write(Response response, bool close);
+  void Close();
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  ServerImpl* server_;
+  bool busy_ = false;  // a request is with the handler or being answered
+  bool request_keep_alive_ = true;
+  std::chrono::steady_clock::time_point started_;
+};
+
+class ServerImpl final : public Server {
+ public:
+  ServerImpl(ServerOptions options, Handler handler, prometheus::Registry* metrics)
+      : options_(std::move(options)),
+        handler_(std::move(handler)),
+        own_registry_(metrics ? nullptr : std::make_shared<prometheus::Registry>()),
+        registry_(metrics ? metrics : own_registry_.get()),
+        responses_(prometheus::BuildCounter()
+                       .Name("relay_http_responses_total")
+                       .Help("HTTP responses sent, by status code")
+                       .Register(*registry_)),
+        conn_errors_(prometheus::BuildCounter()
+                         .Name("relay_http_connection_errors_total")
+                         .Help("Connections ended early, by reason (timeout, truncated, malformed, too_large)")
+                         .Register(*registry_)),
+        latency_(prometheus::BuildHistogram()
+                     .Name("relay_http_request_duration_seconds")
+                     .Help("Time from a complete request to its response being written")
+                     .Register(*registry_)
+                     .Add({}, prometheus::Histogram::BucketBoundaries{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025,
+                                                                      0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})),
+        open_(prometheus::BuildGauge()
+                  .Name("relay_http_open_connections")
+                  .Help("Open HTTP connections")
+                  .Register(*registry_)
+                  .Add({})),
+        ioc_(options_.threads),
+        acceptor_(net::make_strand(ioc_)) {}
+
+  ~ServerImpl() override {
+    Shutdown(std::chrono::milliseconds(0));
+  }
+
+  absl::Status Listen() {
+    beast::error_code ec;
+    auto address = net::ip::make_address(options_.host, ec);
+    if (ec) return absl::InvalidArgumentError("http listen address '" + options_.host + "': " + ec.message());
+    tcp::endpoint endpoint{address, options_.port};
+    acceptor_.open(endpoint.protocol(), ec);
+    if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(endpoint, ec);
+    if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return absl::UnavailableError("http listen on " + options_.host + ":" + std::to_string(options_.port) +
+                                    ": " + ec.message());
+    }
+    port_ = acceptor_.local_endpoint().port();
+    Accept();
+    for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this] { ioc_.run(); });
+    return absl::OkStatus();
+  }
+
+  uint16_t port() const override { return port_; }
+  bool draining() const override { return draining_.load(); }
+
+  void Shutdown(std::chrono::milliseconds deadline) override {
+    if (stopped_.exchange(true)) return;
+    draining_ = true;
+    net::post(acceptor_.get_executor(), [this] {
+      beast::error_code ec;
+      acceptor_.close(ec);
+    });
+    std::vector<std::shared_ptr<Session>> open;
+    {
+      std::lock_guard lock(mu_);
+      // lock() fails for a session whose destructor is already waiting on mu_.
+      for (Session* s : sessions_) {
+        if (auto self = s->weak_from_this().lock()) open.push_back(std::move(self));
+      }
+    }
+    for (auto& s : open) s->CloseIfIdle();
+    open.clear();  // outside mu_: this may run a session's destructor
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_for(lock, deadline, [this] { return sessions_.empty(); })) {
+      log::Warn("http drain deadline passed", {{"open_connections", static_cast<int64_t>(sessions_.size())}});
+    }
+    lock.unlock();
+    work_.reset();
+    ioc_.stop();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+  void Register(Session* s) {
+    std::lock_guard lock(mu_);
+    sessions_.insert(s);
+    open_.Increment();
+  }
+  void Unregister(Session* s) {
+    std::lock_guard lock(mu_);
+    sessions_.erase(s);
+    open_.Decrement();
+    if (sessions_.empty()) cv_.notify_all();
+  }
+
+  const ServerOptions& options() const { return options_; }
+  const Handler& handler() const { return handler_; }
+  void CountResponse(unsigned status) { responses_.Add({{"code", std::to_string(status)}}).Increment(); }
+  void CountConnectionError(const char* reason) { conn_errors_.Add({{"reason", reason}}).Increment(); }
+  void ObserveLatency(double seconds) { latency_.Observe(seconds); }
+
+ private:
+  void Accept() {
+    acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
+      if (ec) {
+        if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
+        log::Warn("accept failed", {{"error", ec.message()}});
+      } else if (!draining_) {
+        beast::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
+        std::make_shared<Session>(std::move(socket), this)->Start();
+      }
+      Accept();
+    });
+  }
+
+  // Declaration order matters: ioc_ is destroyed before the members that
+  // the sessions it still holds touch in their destructors (mu_, sessions_,
+  // metrics), and acceptor_ before ioc_.
+  ServerOptions options_;
+  Handler handler_;
+  std::shared_ptr<prometheus::Registry> own_registry_;
+  prometheus::Registry* registry_;
+  prometheus::Family<prometheus::Counter>& responses_;
+  prometheus::Family<prometheus::Counter>& conn_errors_;
+  prometheus::Histogram& latency_;
+  prometheus::Gauge& open_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::unordered_set<Session*> sessions_;
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> stopped_{false};
+  uint16_t port_ = 0;
+  net::io_context ioc_;
+  // Keeps run() going while a request waits for its Responder, which is no
+  // pending I/O: without it the threads could exit under a drain.
+  net::executor_work_guard<net::io_context::executor_type> work_{ioc_.get_executor()};
+  tcp::acceptor acceptor_;
+  std::vector<std::thread> threads_;
+};
+
+Session::Session(tcp::socket socket, ServerImpl* server) : stream_(std::move(socket)), server_(server) {
+  server_->Register(this);
+}
+
+Session::~Session() { server_->Unregister(this); }
+
+void Session::ReadHeader() {
+  if (server_->draining()) return Close();
+  parser_.emplace();
+  parser_->body_limit(server_->options().body_limit);
+  parser_->header_limit(64 * 1024);
+  stream_.expires_after(server_->options().header_timeout);
+  bhttp::async_read_header(stream_, buffer_, *parser_,
+                           [self = shared_from_this()](beast::error_code e, size_t) { self->OnHeader(e); });
+}
+
+void Session::OnHeader(beast::error_code ec) {
+  if (ec) return OnReadError(ec);
+  auto& req = parser_->get();
+  // A declared Content-Length over the limit was already refused by the
+  // parser (body_limit error), before any body byte was read.
+  if (beast::iequals(req[bhttp::field::expect], "100-continue")) {
+    // Small synchronous write: the 17 bytes fit the socket buffer.
+    beast::error_code wec;
+    net::write(stream_.socket(), net::buffer(std::string_view("HTTP/1.1 100 Continue\r\n\r\n")), wec);
+    if (wec) return Close();
+  }
+  stream_.expires_after(server_->options().body_timeout);
+  bhttp::async_read(stream_, buffer_, *parser_,
+                    [self = shared_from_this()](beast::error_code e, size_t) { self->OnBody(e); });
+}
+
+void Session::OnBody(beast::error_code ec) {
+  if (ec) return OnReadError(ec);
+  stream_.expires_never();
+  busy_ = true;
+  started_ = std::chrono::steady_clock::now();
+  Request request = parser_->release();
+  request_keep_alive_ = request.keep_alive();
+  server_->handler()(std::move(request), Responder(shared_from_this()));
+}
+
+void Session::OnReadError(beast::error_code ec) {
+  bool got_some = parser_ && parser_->got_some();
+  if (ec == bhttp::error::end_of_stream || ec == net::error::operation_aborted ||
+      (!got_some && (ec == net::error::eof || ec == net::error::connection_reset))) {
+    return Close();  // the client closed between requests, or we are shutting down
+  }
+  if (ec == beast::error::timeout) {
+    if (got_some) server_->CountConnectionError("timeout");
+    return Close();
+  }
+  if (ec == bhttp::error::body_limit) {
+    server_->CountConnectionError("too_large");
+    return Write(MakeResponse(413, R"({"error":"request body exceeds the limit"})"), true);
+  }
+  if (ec == bhttp::error::header_limit) {
+    server_->CountConnectionError("too_large");
+    return Write(MakeResponse(431, R"({"error":"request headers too large"})"), true);
+  }
+  if (ec == bhttp::error::partial_message || ec == net::error::eof || ec == net::error::connection_reset) {
+    server_->CountConnectionError("truncated");
+    return Close();
+  }
+  server_->CountConnectionError("malformed");
+  Write(MakeResponse(400, R"({"error":"malformed HTTP request"})"), true);
+}
+
+void Session::Respond(Response response) {
+  net::dispatch(stream_.get_executor(), [self = shared_from_this(), response = std::move(response)]() mutable {
+    self->server_->ObserveLatency(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - self->started_).count());
+    bool close = !self->request_keep_alive_ || self->server_->draining();
+    self->Write(std::move(response), close);
+  });
+}
+
+void Session::Write(Response response, bool close) {
+  server_->CountResponse(response.result_int());
+  response.keep_alive(!close);
+  response.prepare_payload();
+  auto shared = std::make_shared<Response>(std::move(response));
+  stream_.expires_after(server_->options().body_timeout);
+  bhttp::async_write(stream_, *shared, [self = shared_from_this(), shared, close](beast::error_code ec, size_t) {
+    self->busy_ = false;
+    if (ec || close) return self->Close();
+    self->ReadHeader();
+  });
+}
+
+void Session::CloseIfIdle() {
+  net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+    bool mid_request = self->parser_ && self->parser_->got_some();
+    if (!self->busy_ && !mid_request) self->Close();
+  });
+}
+
+void Session::Close() {
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+  stream_.socket().close(ec);
+}
+
+Responder::Responder(std::shared_ptr<Session> session) : session_(std::move(session)) {}
+Responder::Responder(Responder&&) noexcept = default;
+Responder& Responder::operator=(Responder&&) noexcept = default;
+Responder::~Responder() {
+  if (session_) {
+    log::Error("request dropped without a response; answering 500");
+    session_->Respond(MakeResponse(500, R"({"error":"internal error"})"));
+  }
+}
+
+void Responder::Send(Response response) {
+  if (!session_) return;
+  auto session = std::move(session_);
+  session->Respond(std::move(response));
+}
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, Handler handler,
+                                                      prometheus::Registry* metrics) {
+  if (options.threads < 1) return absl::InvalidArgumentError("http threads must be >= 1");
+  auto server = std::make_unique<ServerImpl>(std::move(options), std::move(handler), metrics);
+  if (auto s = server->Listen(); !s.ok()) return s;
+  return std::unique_ptr<Server>(std::move(server));
+}
+
+}  // namespace relay::http

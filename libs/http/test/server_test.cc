@@ -1,0 +1,148 @@
+// The HTTP server over real loopback sockets (no broker involved).
+#include "relay/http/server.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include "prometheus/text_serializer.h"
+#include "relay/http/router.h"
+#include "support/http_client.h"
+
+namespace relay::http {
+namespace {
+
+namespace bhttp = boost::beast::http;
+using relay::testing::HttpClient;
+using relay::testing::RawExchange;
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void StartServer(ServerOptions options = {}) {
+    router_.Add(bhttp::verb::post, "/echo", [](Request&& req, Responder r) {
+      r.Send(MakeResponse(200, req.body(), "text/plain"));
+    });
+    router_.Add(bhttp::verb::post, "/slow", [this](Request&&, Responder r) {
+      // Answer later from another thread, as a Kafka delivery callback would.
+      slow_started_.set_value();
+      std::thread([r = std::move(r)]() mutable {
+        std::this_thread::sleep_for(300ms);
+        r.Send(MakeResponse(202, "late", "text/plain"));
+      }).detach();
+    });
+    AddOpsRoutes(router_, registry_, [] { return true; });
+    auto server = Server::Start(options, router_.AsHandler(), &registry_);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+  }
+  std::string Metrics() { return prometheus::TextSerializer().Serialize(registry_.Collect()); }
+
+  prometheus::Registry registry_;
+  Router router_;
+  std::promise<void> slow_started_;
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(ServerTest, KeepAliveServesManyRequestsOnOneConnection) {
+  StartServer();
+  HttpClient client("127.0.0.1", server_->port());
+  for (int i = 0; i < 20; ++i) {
+    auto r = client.Post("/echo", {}, "hello " + std::to_string(i));
+    ASSERT_EQ(r.status, 200) << r.error;
+    EXPECT_EQ(r.body, "hello " + std::to_string(i));
+  }
+  EXPECT_THAT(Metrics(), HasSubstr("relay_http_open_connections 1"));
+}
+
+TEST_F(ServerTest, UnknownPathIs404AndWrongMethodIs405WithAllow) {
+  StartServer();
+  HttpClient client("127.0.0.1", server_->port());
+  EXPECT_EQ(client.Post("/nope", {}, "x").status, 404);
+  auto r = client.Get("/echo");
+  EXPECT_EQ(r.status, 405);
+  EXPECT_EQ(r.headers["allow"], "POST");
+  EXPECT_EQ(client.Get("/healthz").status, 200);
+  EXPECT_EQ(client.Get("/readyz").status, 200);
+  EXPECT_THAT(client.Get("/metrics").body, HasSubstr("relay_http_responses_total{code=\"404\"} 1"));
+}
+
+TEST_F(ServerTest, DeclaredBodyOverLimitIs413BeforeTheBodyIsRead) {
+  ServerOptions options;
+  options.body_limit = 1024;
+  StartServer(options);
+  // Only the headers are sent: the 413 must come without waiting for a body.
+  std::string reply = RawExchange("127.0.0.1", server_->port(),
+                                  "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5000000\r\n\r\n", 5s);
+  EXPECT_THAT(reply, HasSubstr("HTTP/1.1 413"));
+  HttpClient client("127.0.0.1", server_->port());
+  EXPECT_EQ(client.Post("/echo", {}, std::string(1024, 'a')).status, 200);
+  EXPECT_EQ(client.Post("/echo", {}, std::string(1025, 'a')).status, 413);
+  EXPECT_THAT(Metrics(), HasSubstr("relay_http_connection_errors_total{reason=\"too_large\"} 2"));
+}
+
+TEST_F(ServerTest, SlowHeaderClientIsCutOffAndOthersAreServedMeanwhile) {
+  ServerOptions options;
+  options.header_timeout = 300ms;
+  StartServer(options);
+  auto started = std::chrono::steady_clock::now();
+  auto slow = std::async(std::launch::async, [&] {
+    return RawExchange("127.0.0.1", server_->port(), "POST /echo HTTP/1.1\r\nHost: x\r\n", 10s);
+  });
+  HttpClient client("127.0.0.1", server_->port());
+  EXPECT_EQ(client.Post("/echo", {}, "still served").status, 200);
+  EXPECT_EQ(slow.get(), "");  // closed without a response
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
+  EXPECT_THAT(Metrics(), HasSubstr("relay_http_connection_errors_total{reason=\"timeout\"} 1"));
+}
+
+TEST_F(ServerTest, TruncatedBodyTimesOutWithoutAResponse) {
+  ServerOptions options;
+  options.body_timeout = 300ms;
+  StartServer(options);
+  std::string reply = RawExchange("127.0.0.1", server_->port(),
+                                  "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nonly-ten!!", 10s);
+  EXPECT_EQ(reply, "");
+  EXPECT_THAT(Metrics(), HasSubstr("relay_http_connection_errors_total{reason=\"timeout\"} 1"));
+}
+
+TEST_F(ServerTest, MalformedRequestIs400) {
+  StartServer();
+  std::string reply = RawExchange("127.0.0.1", server_->port(), "GARBAGE\x01 / HTTP/9\r\n\r\n", 5s);
+  EXPECT_THAT(reply, HasSubstr("HTTP/1.1 400"));
+}
+
+TEST_F(ServerTest, ExpectContinueIsAnswered) {
+  StartServer();
+  std::string reply = RawExchange("127.0.0.1", server_->port(),
+                                  "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+                                  "Expect: 100-continue\r\nConnection: close\r\n\r\nhi",
+                                  5s);
+  EXPECT_THAT(reply, HasSubstr("HTTP/1.1 100 Continue"));
+  EXPECT_THAT(reply, HasSubstr("HTTP/1.1 200"));
+}
+
+TEST_F(ServerTest, ShutdownFinishesRequestsInFlightThenRefusesNewConnections) {
+  StartServer();
+  uint16_t port = server_->port();
+  HttpClient idle("127.0.0.1", port);
+  ASSERT_EQ(idle.Post("/echo", {}, "x").status, 200);  // an idle keep-alive connection
+  auto in_flight = std::async(std::launch::async, [port] {
+    HttpClient client("127.0.0.1", port);
+    return client.Post("/slow", {}, "x");
+  });
+  slow_started_.get_future().wait();
+  server_->Shutdown(5s);
+  auto r = in_flight.get();
+  EXPECT_EQ(r.status, 202);
+  EXPECT_EQ(r.body, "late");
+  EXPECT_EQ(r.headers["connection"], "close");
+  HttpClient late("127.0.0.1", port, 2s);
+  EXPECT_EQ(late.Post("/echo", {}, "x").status, 0);
+}
+
+}  // namespace
+}  // namespace relay::http

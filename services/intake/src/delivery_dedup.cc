@@ -1,0 +1,49 @@
+#include "delivery_dedup.h"
+
+namespace relay::intake {
+
+DeliveryDedup::DeliveryDedup(const Clock* clock, std::chrono::milliseconds window, size_t max_entries)
+    : clock_(clock), window_(window), max_entries_(max_entries) {}
+
+void DeliveryDedup::ExpireLocked(std::chrono::steady_clock::time_point now) {
+  while (!order_.empty() && (order_.front().first + window_ <= now || order_.size() > max_entries_)) {
+    entries_.erase(order_.front().second);
+    order_.pop_front();
+  }
+}
+
+DeliveryDedup::Claim DeliveryDedup::Begin(const std::string& delivery_id, Waiter on_outcome) {
+  std::lock_guard lock(mu_);
+  ExpireLocked(clock_->Now());
+  auto [it, inserted] = entries_.try_emplace(delivery_id);
+  if (inserted) return Claim::kNew;
+  if (it->second.durable) return Claim::kDone;
+  it->second.waiters.push_back(std::move(on_outcome));
+  return Claim::kJoined;
+}
+
+void DeliveryDedup::Finish(const std::string& delivery_id, bool durable) {
+  std::vector<Waiter> waiters;
+  {
+    std::lock_guard lock(mu_);
+    auto it = entries_.find(delivery_id);
+    if (it == entries_.end()) return;
+    waiters.swap(it->second.waiters);
+    if (durable && window_.count() > 0) {
+      it->second.durable = true;
+      auto now = clock_->Now();
+      order_.emplace_back(now, delivery_id);
+      ExpireLocked(now);
+    } else {
+      entries_.erase(it);
+    }
+  }
+  for (auto& w : waiters) std::move(w)(durable);
+}
+
+size_t DeliveryDedup::size() const {
+  std::lock_guard lock(mu_);
+  return entries_.size();
+}
+
+}  // namespace relay::intake

@@ -1,0 +1,261 @@
+#include "webhook_handler.h"
+
+#include <simdjson.h>
+
+#include <boost/beast/core/string.hpp>
+#include <boost/url/parse_query.hpp>
+
+#include "relay/base/log.h"
+#include "relay/v1/webhook.pb.h"
+
+namespace relay::intake {
+namespace {
+
+namespace bhttp = boost::beast::http;
+using boost::beast::iequals;
+
+// Request headers kept in the record (lower-case), besides event and delivery.
+constexpr std::string_view kKeptHeaders[] = {
+    "user-agent",
+    "content-type",
+    "x-hub-signature-256",
+    "x-github-hook-id",
+    "x-github-hook-installation-target-type",
+    "x-github-hook-installation-target-id",
+};
+
+// GitHub event names are lower-case words with underscores.
+bool ValidEvent(std::string_view event) {
+  if (event.empty() || event.size() > 64) return false;
+  for (char c : event) {
+    if (!((c >= 'a' && c <= 'z') || c == '_')) return false;
+  }
+  return true;
+}
+
+// GitHub sends a GUID; accept any short printable token so redeliveries and
+// other senders work, but keep control characters out of keys and logs.
+bool ValidDeliveryId(std::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id) {
+    if (c <= 0x20 || c >= 0x7f) return false;
+  }
+  return true;
+}
+
+// The JSON document of a webhook body: the body itself, or the url-decoded
+// `payload` field when the hook is set to send form posts.
+bool ExtractJson(std::string_view content_type, const std::string& body, std::string* decoded,
+                 std::string_view* json) {
+  std::string_view media = content_type.substr(0, content_type.find(';'));
+  while (!media.empty() && media.back() == ' ') media.remove_suffix(1);
+  if (media.empty() || iequals(media, "application/json")) {
+    *json = body;
+    return true;
+  }
+  if (iequals(media, "application/x-www-form-urlencoded")) {
+    auto params = boost::urls::parse_query(body);
+    if (!params) return false;
+    for (auto param : *params) {
+      if (param.key == "payload" && param.has_value) {
+        boost::urls::encoding_opts opts;
+        opts.space_as_plus = true;
+        *decoded = param.value.decode(opts);
+        *json = *decoded;
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+struct PayloadFacts {
+  std::string action;
+  std::string repository;
+  int64_t repository_id = 0;
+  int64_t installation_id = 0;
+};
+
+// Fully validates `json` (simdjson's DOM parser checks the whole document)
+// and reads the few fields the record carries. One parser per thread: the
+// parser reuses its buffers, so steady state allocates nothing.
+bool ParsePayload(std::string_view json, PayloadFacts* facts) {
+  thread_local simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(json.data(), json.size()).get(doc) != simdjson::SUCCESS) return false;
+  simdjson::dom::object root;
+  if (doc.get(root) != simdjson::SUCCESS) return false;  // a webhook body is an object
+  std::string_view text;
+  if (root["action"].get(text) == simdjson::SUCCESS) facts->action = text;
+  simdjson::dom::object repo;
+  if (root["repository"].get(repo) == simdjson::SUCCESS) {
+    if (repo["full_name"].get(text) == simdjson::SUCCESS) facts->repository = text;
+    int64_t id = 0;
+    if (repo["id"].get(id) == simdjson::SUCCESS) facts->repository_id = id;
+  }
+  simdjson::dom::object inst;
+  int64_t id = 0;
+  if (root["installation"].get(inst) == simdjson::SUCCESS && inst["id"].get(id) == simdjson::SUCCESS) {
+    facts->installation_id = id;
+  }
+  return true;
+}
+
+std::string JsonString(std::string_view s) {
+  // Delivery ids are validated printable ASCII without quotes' special
+  // meaning to us, but escape anyway: the id came from the network.
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  out.push_back('"');
+  return out;
+}
+
+}  // namespace
+
+WebhookHandler::WebhookHandler(WebhookOptions options, kafka::Producer* producer, DeliveryDedup* dedup,
+                               const Clock* clock, prometheus::Registry* metrics)
+    : options_(std::move(options)),
+      verifier_(options_.secrets),
+      producer_(producer),
+      dedup_(dedup),
+      clock_(clock),
+      outcomes_(prometheus::BuildCounter()
+                    .Name("relay_intake_webhooks_total")
+                    .Help("Webhook requests by outcome (accepted, duplicate, bad_signature, "
+                          "bad_headers, bad_body, unavailable)")
+                    .Register(*metrics)) {
+  for (const char* o : {"accepted", "duplicate", "bad_signature", "bad_headers", "bad_body", "unavailable"}) {
+    outcomes_.Add({{"outcome", o}});  // export zeros, so rates work from the start
+  }
+}
+
+http::Response WebhookHandler::Reject(unsigned status, const char* outcome, std::string_view reason) {
+  outcomes_.Add({{"outcome", outcome}}).Increment();
+  log::Info("webhook rejected", {{"status", status}, {"outcome", outcome}, {"reason", reason}});
+  return http::MakeResponse(status, "{\"error\":" + JsonString(reason) + "}");
+}
+
+WebhookHandler::Validated WebhookHandler::Validate(const http::Request& request) {
+  Validated v;
+  const std::string& body = request.body();
+  auto signature = request["X-Hub-Signature-256"];
+  if (signature.empty()) {
+    v.error = Reject(401, "bad_signature", "missing X-Hub-Signature-256");
+    return v;
+  }
+  if (!verifier_.Verify(signature, body)) {
+    v.error = Reject(401, "bad_signature", "X-Hub-Signature-256 does not match the body");
+    return v;
+  }
+  std::string_view event = request["X-GitHub-Event"];
+  std::string_view delivery = request["X-GitHub-Delivery"];
+  if (!ValidEvent(event)) {
+    v.error = Reject(400, "bad_headers", event.empty() ? "missing X-GitHub-Event" : "malformed X-GitHub-Event");
+    return v;
+  }
+  if (!ValidDeliveryId(delivery)) {
+    v.error = Reject(400, "bad_headers",
+                     delivery.empty() ? "missing X-GitHub-Delivery" : "malformed X-GitHub-Delivery");
+    return v;
+  }
+  std::string_view content_type = request[bhttp::field::content_type];
+  std::string decoded;
+  std::string_view json;
+  if (!ExtractJson(content_type, body, &decoded, &json)) {
+    v.error = Reject(400, "bad_body", "unsupported Content-Type or form post without a payload field");
+    return v;
+  }
+  PayloadFacts facts;
+  if (!ParsePayload(json, &facts)) {
+    v.error = Reject(400, "bad_body", "body is not a JSON object");
+    return v;
+  }
+
+  relay::v1::WebhookRecord record;
+  record.set_delivery_id(std::string(delivery));
+  record.set_event(std::string(event));
+  record.set_action(facts.action);
+  record.set_repository(facts.repository);
+  record.set_repository_id(facts.repository_id);
+  record.set_installation_id(facts.installation_id);
+  record.set_received_at_unix_ms(clock_->UnixMillis());
+  record.set_body(body);
+  record.set_content_type(std::string(content_type));
+  record.set_intake_instance(options_.instance);
+  for (std::string_view name : kKeptHeaders) {
+    auto it = request.find(name);
+    if (it == request.end()) continue;
+    auto* h = record.add_headers();
+    h->set_name(std::string(name));
+    h->set_value(std::string(it->value()));
+  }
+
+  v.ok = true;
+  v.delivery_id = std::string(delivery);
+  v.record.topic = options_.topic;
+  // Per-repository ordering: every event of a repository lands in one
+  // partition. Events without a repository (ping of an org hook, app events)
+  // spread by delivery id.
+  v.record.key = facts.repository.empty() ? v.delivery_id : facts.repository;
+  v.record.value = record.SerializeAsString();
+  v.record.headers = {{"relay-schema", kWebhookSchema},
+                      {"relay-delivery-id", v.delivery_id},
+                      {"relay-event", std::string(event)}};
+  return v;
+}
+
+void WebhookHandler::Answer(http::Responder& responder, bool durable, bool duplicate,
+                            const std::string& delivery_id) {
+  if (!durable) {
+    outcomes_.Add({{"outcome", "unavailable"}}).Increment();
+    auto response = http::MakeResponse(503, R"({"error":"the event could not be made durable; retry"})");
+    response.set(bhttp::field::retry_after, "5");
+    responder.Send(std::move(response));
+    return;
+  }
+  outcomes_.Add({{"outcome", duplicate ? "duplicate" : "accepted"}}).Increment();
+  responder.Send(http::MakeResponse(
+      duplicate ? 200 : 202,
+      std::string("{\"status\":\"") + (duplicate ? "duplicate" : "accepted") + "\",\"delivery_id\":" +
+          JsonString(delivery_id) + "}"));
+}
+
+void WebhookHandler::Handle(http::Request&& request, http::Responder responder) {
+  Validated v = Validate(request);
+  if (!v.ok) {
+    responder.Send(std::move(v.error));
+    return;
+  }
+  // Shared with the dedup waiter, which Begin keeps only for kJoined; exactly
+  // one path answers.
+  auto shared = std::make_shared<http::Responder>(std::move(responder));
+  auto claim = dedup_->Begin(v.delivery_id, [this, shared, id = v.delivery_id](bool durable) {
+    // The same id was in flight: answer with that request's outcome. A
+    // failure there frees the id, so the sender's retry will be recorded.
+    Answer(*shared, durable, /*duplicate=*/true, id);
+  });
+  switch (claim) {
+    case DeliveryDedup::Claim::kJoined:
+      return;
+    case DeliveryDedup::Claim::kDone:
+      Answer(*shared, /*durable=*/true, /*duplicate=*/true, v.delivery_id);
+      return;
+    case DeliveryDedup::Claim::kNew:
+      break;
+  }
+  std::string id = v.delivery_id;
+  producer_->Send(std::move(v.record), [this, shared, id = std::move(id)](absl::Status status) mutable {
+    // On a producer thread: answer only now that the broker has (or has not)
+    // acknowledged the record.
+    if (!status.ok()) {
+      log::Warn("webhook not durable", {{"delivery_id", id}, {"error", std::string(status.message())}});
+    }
+    dedup_->Finish(id, status.ok());
+    Answer(*shared, status.ok(), /*duplicate=*/false, id);
+  });
+}
+
+}  // namespace relay::intake
