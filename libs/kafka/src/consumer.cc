@@ -88,6 +88,7 @@ class KafkaConsumer final : public Consumer {
       }
     }
     rd_kafka_conf_set_opaque(conf, this);
+    RouteLogs(conf);
     rd_kafka_conf_set_rebalance_cb(conf, &KafkaConsumer::OnRebalance);
     rk_ = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
     if (!rk_) {

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "relay/base/log.h"
+
 namespace relay::kafka {
 
 ErrorClass Classify(rd_kafka_resp_err_t err) {
@@ -59,6 +61,18 @@ absl::Status ToStatus(rd_kafka_resp_err_t err, const char* context) {
       return absl::InvalidArgumentError(msg);
   }
   return absl::UnknownError(msg);
+}
+
+void RouteLogs(rd_kafka_conf_t* conf) {
+  rd_kafka_conf_set_log_cb(conf, [](const rd_kafka_t* rk, int level, const char* fac, const char* buf) {
+    // syslog levels: 0-3 error, 4 warning, 5-6 info, 7 debug.
+    log::Level l = level <= 3 ? log::Level::kError
+                   : level == 4 ? log::Level::kWarn
+                   : level <= 6 ? log::Level::kInfo
+                                : log::Level::kDebug;
+    if (!log::Enabled(l)) return;
+    log::Write(l, "librdkafka", {{"client", rd_kafka_name(rk)}, {"facility", fac}, {"message", buf}});
+  });
 }
 
 }  // namespace relay::kafka

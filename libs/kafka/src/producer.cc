@@ -141,6 +141,7 @@ class KafkaProducer final : public Producer {
       }
     }
     rd_kafka_conf_set_opaque(conf, this);
+    RouteLogs(conf);
     rd_kafka_conf_set_dr_msg_cb(conf, &KafkaProducer::OnDelivery);
     rd_kafka_conf_set_error_cb(conf, &KafkaProducer::OnError);
     rd_kafka_conf_set_stats_cb(conf, &KafkaProducer::OnStats);
@@ -263,6 +264,8 @@ class KafkaProducer final : public Producer {
     auto* self = static_cast<KafkaProducer*>(opaque);
     auto* p = static_cast<Pending*>(msg->_private);
     if (msg->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      // An ack proves a live connection sooner than the next stats tick.
+      if (self->brokers_up_.load() == 0) self->brokers_up_ = 1;
       self->Complete(p, absl::OkStatus());
     } else if (Classify(msg->err) == ErrorClass::kFatal ||
                rd_kafka_fatal_error(rk, nullptr, 0) != RD_KAFKA_RESP_ERR_NO_ERROR) {

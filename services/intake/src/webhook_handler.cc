@@ -24,11 +24,12 @@ constexpr std::string_view kKeptHeaders[] = {
     "x-github-hook-installation-target-id",
 };
 
-// GitHub event names are lower-case words with underscores.
+// GitHub event names are lower-case words, digits and underscores
+// (e.g. projects_v2_item).
 bool ValidEvent(std::string_view event) {
   if (event.empty() || event.size() > 64) return false;
   for (char c : event) {
-    if (!((c >= 'a' && c <= 'z') || c == '_')) return false;
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
   }
   return true;
 }

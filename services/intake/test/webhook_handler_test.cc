@@ -79,6 +79,13 @@ TEST_F(WebhookHandlerTest, BuildsRecordWithBodyByteForByte) {
   EXPECT_EQ(v.record.headers[0].value, kWebhookSchema);
 }
 
+TEST_F(WebhookHandlerTest, EventNamesWithDigitsAreValid) {
+  FakeProducer producer;
+  WebhookHandler handler({{kSecret}, "github.webhooks", ""}, &producer, &dedup_, &clock_, &registry_);
+  EXPECT_TRUE(handler.Validate(SignedRequest(kBody, "d-2", "projects_v2_item")).ok);
+  EXPECT_FALSE(handler.Validate(SignedRequest(kBody, "d-3", "Pull-Request")).ok);
+}
+
 TEST_F(WebhookHandlerTest, EventWithoutRepositoryIsKeyedByDeliveryId) {
   FakeProducer producer;
   WebhookHandler handler({{kSecret}, "github.webhooks", ""}, &producer, &dedup_, &clock_, &registry_);

@@ -20,4 +20,8 @@ ErrorClass Classify(rd_kafka_resp_err_t err);
 // kPermanent -> InvalidArgument/PermissionDenied/NotFound.
 absl::Status ToStatus(rd_kafka_resp_err_t err, const char* context);
 
+// Installs a log callback on `conf` that writes librdkafka's own log lines
+// through relay::log (JSON), instead of librdkafka's stderr format.
+void RouteLogs(rd_kafka_conf_t* conf);
+
 }  // namespace relay::kafka

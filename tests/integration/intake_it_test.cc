@@ -1,0 +1,384 @@
+// relay-intake end to end on the real Kafka broker: the real binary, real
+// GitHub payloads signed by GitHub's reference code, read back by an
+// independent consumer (tests/support/topic_reader).
+#include <signal.h>
+
+#include <atomic>
+#include <fstream>
+#include <future>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "relay/github/webhook_signature.h"
+#include "relay/v1/webhook.pb.h"
+#include "support/http_client.h"
+#include "support/subprocess.h"
+#include "support/topic_reader.h"
+
+namespace relay {
+namespace {
+
+using testing::Env;
+using testing::HttpClient;
+using testing::ReadFile;
+using testing::Subprocess;
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+constexpr char kTopic[] = "github.webhooks";
+
+struct Payload {
+  std::string event;
+  std::string body;
+  std::string signature;  // computed by @octokit/webhooks-methods
+};
+
+std::vector<Payload> LoadCorpus() {
+  std::string dir = Env("RELAY_IT_CORPUS");
+  std::ifstream manifest(dir + "/manifest.tsv");
+  std::vector<Payload> out;
+  std::string line;
+  while (std::getline(manifest, line)) {
+    std::istringstream fields(line);
+    Payload p;
+    std::string file;
+    std::getline(fields, p.event, '\t');
+    std::getline(fields, file, '\t');
+    std::getline(fields, p.signature, '\t');
+    p.body = ReadFile(dir + "/" + file);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::string RunId() {
+  std::random_device rd;
+  return "it-" + std::to_string(rd()) + "-";
+}
+
+std::string Bootstrap() {
+  std::string b = ReadFile(Env("RELAY_IT_KAFKA_DIR") + "/bootstrap");
+  return b.substr(0, b.find('\n'));
+}
+
+std::string KafkaDev(const std::string& verb) {
+  std::string out;
+  testing::RunCommand(Env("RELAY_ROOT") + "/tools/kafka/kafka-dev " + verb + " " + Env("RELAY_IT_KAFKA_DIR") +
+                          " 2>&1",
+                      &out);
+  return out;
+}
+
+// The real relay-intake binary on a free port.
+class Intake {
+ public:
+  explicit Intake(std::map<std::string, std::string> env = {}) {
+    std::string dir = Env("RELAY_IT_DIR");
+    port_file_ = dir + "/intake-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++) + ".port";
+    std::remove(port_file_.c_str());
+    env.emplace("RELAY_HTTP_LISTEN", "127.0.0.1:0");
+    env.emplace("RELAY_KAFKA_BOOTSTRAP", Bootstrap());
+    env.emplace("RELAY_INTAKE_WEBHOOK_SECRETS", Env("RELAY_IT_SECRET"));
+    log_ = dir + "/intake.log";
+    process_ = std::make_unique<Subprocess>(
+        std::vector<std::string>{Env("RELAY_INTAKE_BIN"), "--port-file", port_file_}, env, log_);
+    if (testing::WaitForFile(port_file_, 20s)) port_ = static_cast<uint16_t>(std::stoi(ReadFile(port_file_)));
+  }
+  uint16_t port() const { return port_; }
+  Subprocess& process() { return *process_; }
+  std::string Metrics() { return HttpClient("127.0.0.1", port_).Get("/metrics").body; }
+
+ private:
+  static inline int counter_ = 0;
+  std::string port_file_, log_;
+  uint16_t port_ = 0;
+  std::unique_ptr<Subprocess> process_;
+};
+
+std::map<std::string, std::string> Headers(const Payload& p, const std::string& delivery) {
+  return {{"X-GitHub-Event", p.event},
+          {"X-GitHub-Delivery", delivery},
+          {"X-Hub-Signature-256", p.signature},
+          {"Content-Type", "application/json"},
+          {"User-Agent", "GitHub-Hookshot/relay-it"}};
+}
+
+// Delivery id -> records in the topic with that id, for ids with `prefix`.
+std::map<std::string, std::vector<v1::WebhookRecord>> TopicByDelivery(const std::string& prefix) {
+  std::string error;
+  auto records = testing::ReadTopic(Bootstrap(), kTopic, 60s, &error);
+  EXPECT_TRUE(error.empty()) << error;
+  std::map<std::string, std::vector<v1::WebhookRecord>> out;
+  for (const auto& r : records) {
+    v1::WebhookRecord w;
+    EXPECT_TRUE(w.ParseFromString(r.value));
+    if (w.delivery_id().rfind(prefix, 0) != 0) continue;
+    const std::string* schema = r.FindHeader("relay-schema");
+    EXPECT_TRUE(schema && *schema == "relay.v1.WebhookRecord");
+    EXPECT_EQ(r.key, w.repository().empty() ? w.delivery_id() : w.repository());
+    out[w.delivery_id()].push_back(std::move(w));
+  }
+  return out;
+}
+
+class IntakeIT : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(Env("RELAY_IT_KAFKA_DIR").empty()) << "run through ctest (fixtures start the broker)";
+    // A test that stopped the broker restarts it; make sure it is up.
+    KafkaDev("restart");
+    corpus_ = LoadCorpus();
+    ASSERT_GE(corpus_.size(), 300u) << "the @octokit/webhooks-examples corpus is missing";
+  }
+  std::vector<Payload> corpus_;
+};
+
+TEST_F(IntakeIT, EveryExamplePayloadLandsExactlyOnceByteForByte) {
+  Intake intake;
+  ASSERT_NE(intake.port(), 0) << "relay-intake did not start";
+  std::string run = RunId();
+  std::set<std::string> events;
+  // Two clients in parallel, as GitHub would open several connections.
+  auto post_half = [&](size_t start) {
+    HttpClient client("127.0.0.1", intake.port());
+    for (size_t i = start; i < corpus_.size(); i += 2) {
+      auto r = client.Post("/github/webhook", Headers(corpus_[i], run + std::to_string(i)), corpus_[i].body);
+      EXPECT_EQ(r.status, 202) << corpus_[i].event << " #" << i << ": " << r.body << r.error;
+    }
+  };
+  auto other = std::async(std::launch::async, post_half, 1);
+  post_half(0);
+  other.get();
+  for (const auto& p : corpus_) events.insert(p.event);
+  EXPECT_TRUE(events.count("ping"));
+
+  // GitHub redelivery of a few ids: acknowledged, not recorded again.
+  HttpClient client("127.0.0.1", intake.port());
+  for (size_t i : {size_t{0}, size_t{7}, corpus_.size() - 1}) {
+    auto r = client.Post("/github/webhook", Headers(corpus_[i], run + std::to_string(i)), corpus_[i].body);
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_THAT(r.body, HasSubstr("duplicate"));
+  }
+
+  auto topic = TopicByDelivery(run);
+  ASSERT_EQ(topic.size(), corpus_.size());
+  for (size_t i = 0; i < corpus_.size(); ++i) {
+    auto it = topic.find(run + std::to_string(i));
+    ASSERT_NE(it, topic.end()) << "missing " << i;
+    ASSERT_EQ(it->second.size(), 1u) << "delivery " << i << " recorded " << it->second.size() << " times";
+    const auto& rec = it->second[0];
+    EXPECT_EQ(rec.body(), corpus_[i].body) << "body of " << i << " not byte-identical";
+    EXPECT_EQ(rec.event(), corpus_[i].event);
+    EXPECT_GT(rec.received_at_unix_ms(), 0);
+  }
+  std::string metrics = intake.Metrics();
+  EXPECT_THAT(metrics, HasSubstr("relay_intake_webhooks_total{outcome=\"accepted\"} " + std::to_string(corpus_.size())));
+  EXPECT_THAT(metrics, HasSubstr("relay_intake_webhooks_total{outcome=\"duplicate\"} 3"));
+}
+
+TEST_F(IntakeIT, EveryBadInputGetsItsStatusACounterAndNoRecord) {
+  Intake intake({{"RELAY_HTTP_HEADER_TIMEOUT", "500ms"}, {"RELAY_HTTP_BODY_TIMEOUT", "500ms"}});
+  ASSERT_NE(intake.port(), 0);
+  std::string run = RunId();
+  const Payload& p = corpus_[0];
+  HttpClient client("127.0.0.1", intake.port());
+  auto post = [&](std::map<std::string, std::string> headers, const std::string& body) {
+    return client.Post("/github/webhook", headers, body).status;
+  };
+  auto h = Headers(p, run + "bad");
+
+  auto no_sig = h;
+  no_sig.erase("X-Hub-Signature-256");
+  EXPECT_EQ(post(no_sig, p.body), 401);
+  auto bad_sig = h;
+  bad_sig["X-Hub-Signature-256"] = github::SignWebhook("some-other-secret-0123", p.body);
+  EXPECT_EQ(post(bad_sig, p.body), 401);
+  EXPECT_EQ(post(h, p.body + " "), 401);  // body altered after signing
+  auto no_event = h;
+  no_event.erase("X-GitHub-Event");
+  EXPECT_EQ(post(no_event, p.body), 400);
+  auto no_delivery = h;
+  no_delivery.erase("X-GitHub-Delivery");
+  EXPECT_EQ(post(no_delivery, p.body), 400);
+  std::string not_json = "this is not json";
+  auto nj = h;
+  nj["X-Hub-Signature-256"] = github::SignWebhook(Env("RELAY_IT_SECRET"), not_json);
+  EXPECT_EQ(post(nj, not_json), 400);
+  EXPECT_EQ(client.Get("/github/webhook").status, 405);
+  EXPECT_EQ(client.Post("/github/hooks", h, p.body).status, 404);
+
+  // 25 MB is GitHub's cap: a larger declared body is refused before it is sent.
+  std::string big_header = "POST /github/webhook HTTP/1.1\r\nHost: x\r\nX-GitHub-Event: push\r\n"
+                           "X-GitHub-Delivery: " + run + "big\r\nContent-Length: 26214401\r\n\r\n";
+  EXPECT_THAT(testing::RawExchange("127.0.0.1", intake.port(), big_header, 5s), HasSubstr("HTTP/1.1 413"));
+  // A 25 MB body itself (a real payload padded inside its JSON) is accepted.
+  std::string large = p.body;
+  large.insert(large.size() - 1, ",\"padding\":\"" + std::string(25 * 1024 * 1024 - large.size() - 20, 'x') + "\"");
+  ASSERT_LE(large.size(), 25u * 1024 * 1024);
+  auto lh = Headers(p, run + "large");
+  lh["X-Hub-Signature-256"] = github::SignWebhook(Env("RELAY_IT_SECRET"), large);
+  EXPECT_EQ(post(lh, large), 202);
+
+  // Slow and truncated clients are cut off, and the server keeps serving.
+  auto t0 = std::chrono::steady_clock::now();
+  auto slow = std::async(std::launch::async, [&] {
+    return testing::RawExchange("127.0.0.1", intake.port(), "POST /github/webhook HTTP/1.1\r\nHost: x\r\n", 10s);
+  });
+  auto truncated = std::async(std::launch::async, [&] {
+    return testing::RawExchange("127.0.0.1", intake.port(),
+                                "POST /github/webhook HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n{\"a\":", 10s);
+  });
+  HttpClient other("127.0.0.1", intake.port());
+  EXPECT_EQ(other.Post("/github/webhook", Headers(p, run + "ok"), p.body).status, 202);
+  EXPECT_EQ(slow.get(), "");
+  EXPECT_EQ(truncated.get(), "");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+
+  std::string m = intake.Metrics();
+  EXPECT_THAT(m, HasSubstr("relay_intake_webhooks_total{outcome=\"bad_signature\"} 3"));
+  EXPECT_THAT(m, HasSubstr("relay_intake_webhooks_total{outcome=\"bad_headers\"} 2"));
+  EXPECT_THAT(m, HasSubstr("relay_intake_webhooks_total{outcome=\"bad_body\"} 1"));
+  EXPECT_THAT(m, HasSubstr("relay_http_responses_total{code=\"404\"} 1"));
+  EXPECT_THAT(m, HasSubstr("relay_http_responses_total{code=\"405\"} 1"));
+  EXPECT_THAT(m, HasSubstr("relay_http_responses_total{code=\"413\"} 1"));
+  EXPECT_THAT(m, HasSubstr("relay_http_connection_errors_total{reason=\"timeout\"} 2"));
+
+  auto topic = TopicByDelivery(run);
+  EXPECT_EQ(topic.size(), 2u);  // only "large" and "ok"
+  EXPECT_TRUE(topic.count(run + "large"));
+  EXPECT_TRUE(topic.count(run + "ok"));
+  ASSERT_TRUE(topic.count(run + "large"));
+  EXPECT_EQ(topic[run + "large"][0].body(), large);
+}
+
+TEST_F(IntakeIT, BrokerStoppedMidStreamEvery2xxIsDurableAndEveryOtherIs503) {
+  Intake intake(std::map<std::string, std::string>{{"RELAY_KAFKA_DELIVERY_TIMEOUT", "2s"}});
+  ASSERT_NE(intake.port(), 0);
+  std::string run = RunId();
+  std::mutex mu;
+  std::map<std::string, int> status_by_id;
+  std::atomic<bool> stop{false};
+  std::atomic<int> counter{0};
+  auto sender = [&] {
+    HttpClient client("127.0.0.1", intake.port(), 20s);
+    while (!stop) {
+      int n = counter++;
+      const Payload& p = corpus_[static_cast<size_t>(n) % corpus_.size()];
+      std::string id = run + std::to_string(n);
+      int status = client.Post("/github/webhook", Headers(p, id), p.body).status;
+      std::lock_guard lock(mu);
+      status_by_id[id] = status;
+    }
+  };
+  auto count_status = [&](int status) {
+    std::lock_guard lock(mu);
+    int n = 0;
+    for (auto& [id, s] : status_by_id) n += s == status;
+    return n;
+  };
+  std::vector<std::thread> senders;
+  for (int i = 0; i < 4; ++i) senders.emplace_back(sender);
+
+  while (count_status(202) < 300) std::this_thread::sleep_for(10ms);
+  KafkaDev("stop");
+  auto stopped_at = std::chrono::steady_clock::now();
+  // Requests now wait for an ack that cannot come: they must end in 503.
+  while (count_status(503) < 8 && std::chrono::steady_clock::now() - stopped_at < 60s) {
+    std::this_thread::sleep_for(50ms);
+  }
+  // /readyz reports the outage (librdkafka notices within its stats interval).
+  int ready = 0;
+  for (int i = 0; i < 50 && (ready = HttpClient("127.0.0.1", intake.port()).Get("/readyz").status) != 503; ++i) {
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(ready, 503);
+  int accepted_before = count_status(202);
+  KafkaDev("restart");
+  auto restarted_at = std::chrono::steady_clock::now();
+  while (count_status(202) < accepted_before + 300 && std::chrono::steady_clock::now() - restarted_at < 90s) {
+    std::this_thread::sleep_for(20ms);
+  }
+  stop = true;
+  for (auto& t : senders) t.join();
+  EXPECT_EQ(HttpClient("127.0.0.1", intake.port()).Get("/readyz").status, 200);
+
+  std::map<int, int> histogram;
+  for (auto& [id, s] : status_by_id) histogram[s]++;
+  for (auto& [s, n] : histogram) {
+    EXPECT_TRUE(s == 202 || s == 503) << n << " requests answered " << s;
+  }
+  EXPECT_GE(histogram[503], 8);
+  EXPECT_GE(histogram[202], accepted_before + 300) << "intake did not recover after the broker restart";
+
+  auto topic = TopicByDelivery(run);
+  int missing = 0;
+  for (auto& [id, s] : status_by_id) {
+    if (s == 202 && !topic.count(id)) ++missing;
+    // At-least-once under faults: an acknowledged id may appear twice only
+    // if librdkafka re-sent it; it must never appear zero times.
+  }
+  EXPECT_EQ(missing, 0) << missing << " acknowledged deliveries are not in the topic";
+  RecordProperty("accepted", histogram[202]);
+  RecordProperty("unavailable", histogram[503]);
+}
+
+TEST_F(IntakeIT, SigtermFinishesRequestsInFlightFlushesAndExitsZero) {
+  Intake intake;
+  ASSERT_NE(intake.port(), 0);
+  std::string run = RunId();
+  std::atomic<bool> stop{false};
+  std::atomic<int> accepted{0}, counter{0};
+  std::mutex mu;
+  std::vector<std::string> accepted_ids;
+  std::map<int, int> outcomes;
+  auto sender = [&] {
+    HttpClient client("127.0.0.1", intake.port(), 10s);
+    while (!stop) {
+      int n = counter++;
+      const Payload& p = corpus_[static_cast<size_t>(n) % corpus_.size()];
+      std::string id = run + std::to_string(n);
+      auto r = client.Post("/github/webhook", Headers(p, id), p.body);
+      std::lock_guard lock(mu);
+      outcomes[r.status]++;
+      if (r.status == 202) accepted_ids.push_back(id);
+      if (r.status == 0) return;  // the server closed: it is draining
+      ++accepted;
+    }
+  };
+  std::vector<std::thread> senders;
+  for (int i = 0; i < 4; ++i) senders.emplace_back(sender);
+  while (accepted < 200) std::this_thread::sleep_for(5ms);
+  intake.process().Signal(SIGTERM);
+  EXPECT_EQ(intake.process().Wait(30s), 0);
+  stop = true;
+  for (auto& t : senders) t.join();
+  for (auto& [s, n] : outcomes) EXPECT_TRUE(s == 202 || s == 0) << n << " answered " << s;
+  auto topic = TopicByDelivery(run);
+  for (const auto& id : accepted_ids) EXPECT_TRUE(topic.count(id)) << id << " acknowledged but not in the topic";
+}
+
+TEST_F(IntakeIT, RefusesToStartWithoutASecretOrWithBadConfig) {
+  Subprocess no_secret({Env("RELAY_INTAKE_BIN")},
+                       {{"RELAY_KAFKA_BOOTSTRAP", Bootstrap()}, {"RELAY_INTAKE_WEBHOOK_SECRETS", ""}},
+                       Env("RELAY_IT_DIR") + "/intake-config.log");
+  EXPECT_EQ(no_secret.Wait(10s), 2);
+  Subprocess bad_timeout({Env("RELAY_INTAKE_BIN")},
+                         {{"RELAY_KAFKA_BOOTSTRAP", Bootstrap()},
+                          {"RELAY_INTAKE_WEBHOOK_SECRETS", Env("RELAY_IT_SECRET")},
+                          {"RELAY_HTTP_HEADER_TIMEOUT", "soon"}},
+                         Env("RELAY_IT_DIR") + "/intake-config.log");
+  EXPECT_EQ(bad_timeout.Wait(10s), 2);
+  std::string log = ReadFile(Env("RELAY_IT_DIR") + "/intake-config.log");
+  EXPECT_THAT(log, HasSubstr("no webhook secret"));
+  EXPECT_THAT(log, HasSubstr("RELAY_HTTP_HEADER_TIMEOUT"));
+  EXPECT_THAT(log, ::testing::Not(HasSubstr(Env("RELAY_IT_SECRET"))));  // secrets never logged
+}
+
+}  // namespace
+}  // namespace relay
