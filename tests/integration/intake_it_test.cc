@@ -380,5 +380,23 @@ TEST_F(IntakeIT, RefusesToStartWithoutASecretOrWithBadConfig) {
   EXPECT_THAT(log, ::testing::Not(HasSubstr(Env("RELAY_IT_SECRET"))));  // secrets never logged
 }
 
+TEST_F(IntakeIT, ShippedExampleConfigStartsTheService) {
+  std::string secrets = Env("RELAY_IT_DIR") + "/example-secrets";
+  std::ofstream(secrets) << "# rotation: old and new\n" << Env("RELAY_IT_SECRET") << "\nanother-secret-0123456789\n";
+  std::string port_file = Env("RELAY_IT_DIR") + "/example.port";
+  std::remove(port_file.c_str());
+  Subprocess intake({Env("RELAY_INTAKE_BIN"), "--config", Env("RELAY_ROOT") + "/deploy/config/intake.example.yaml",
+                     "--port-file", port_file},
+                    {{"RELAY_HTTP_LISTEN", "127.0.0.1:0"},
+                     {"RELAY_KAFKA_BOOTSTRAP", Bootstrap()},
+                     {"RELAY_INTAKE_WEBHOOK_SECRETS_FILE", secrets}},
+                    Env("RELAY_IT_DIR") + "/intake-example.log");
+  ASSERT_TRUE(testing::WaitForFile(port_file, 20s)) << ReadFile(Env("RELAY_IT_DIR") + "/intake-example.log");
+  HttpClient client("127.0.0.1", static_cast<uint16_t>(std::stoi(ReadFile(port_file))));
+  EXPECT_EQ(client.Post("/github/webhook", Headers(corpus_[0], RunId() + "example"), corpus_[0].body).status, 202);
+  intake.Signal(SIGTERM);
+  EXPECT_EQ(intake.Wait(30s), 0);
+}
+
 }  // namespace
 }  // namespace relay
