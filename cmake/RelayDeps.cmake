@@ -11,6 +11,12 @@ find_package(simdjson REQUIRED)
 find_package(prometheus-cpp REQUIRED)
 find_package(Boost 1.81 REQUIRED COMPONENTS json url)
 pkg_check_modules(RDKAFKA REQUIRED IMPORTED_TARGET rdkafka)
+# tcmalloc for service binaries: glibc malloc was ~17% of intake's CPU at
+# saturation (buffers allocated on I/O threads, freed on Kafka's); tcmalloc
+# measured +8% throughput. Not with sanitizers, which bring their own.
+if(NOT RELAY_SANITIZE AND NOT RELAY_FUZZ)
+  pkg_check_modules(TCMALLOC REQUIRED IMPORTED_TARGET libtcmalloc_minimal)
+endif()
 if(RELAY_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

@@ -1,8 +1,12 @@
 #include "relay/github/webhook_signature.h"
 
+#include "relay/base/status.h"
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/core_names.h>
 #include <openssl/hmac.h>
+#include <openssl/params.h>
 
 #include <array>
 
@@ -29,7 +33,23 @@ int HexValue(char c) {
 
 }  // namespace
 
-WebhookVerifier::WebhookVerifier(std::vector<std::string> secrets) : secrets_(std::move(secrets)) {}
+WebhookVerifier::WebhookVerifier(std::vector<std::string> secrets) : secrets_(std::move(secrets)) {
+  EVP_MAC* mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  RELAY_CHECK(mac != nullptr);
+  char digest[] = "SHA256";
+  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0), OSSL_PARAM_construct_end()};
+  for (const auto& secret : secrets_) {
+    EVP_MAC_CTX* ctx = EVP_MAC_CTX_new(mac);
+    RELAY_CHECK(ctx != nullptr);
+    RELAY_CHECK(EVP_MAC_init(ctx, reinterpret_cast<const unsigned char*>(secret.data()), secret.size(), params) == 1);
+    keyed_.push_back(ctx);
+  }
+  EVP_MAC_free(mac);
+}
+
+WebhookVerifier::~WebhookVerifier() {
+  for (auto* ctx : keyed_) EVP_MAC_CTX_free(ctx);
+}
 
 bool WebhookVerifier::Verify(std::string_view header, std::string_view body) const {
   if (header.size() != kPrefix.size() + 64 || header.substr(0, kPrefix.size()) != kPrefix) return false;
@@ -41,9 +61,15 @@ bool WebhookVerifier::Verify(std::string_view header, std::string_view body) con
     claimed[i] = static_cast<unsigned char>(hi << 4 | lo);
   }
   bool match = false;
-  for (const auto& secret : secrets_) {
-    Mac mac = Hmac(secret, body);
-    match |= CRYPTO_memcmp(mac.data(), claimed.data(), mac.size()) == 0;
+  for (EVP_MAC_CTX* keyed : keyed_) {
+    // The keyed context is shared and never written: each call MACs on its own dup.
+    EVP_MAC_CTX* ctx = EVP_MAC_CTX_dup(keyed);
+    Mac mac{};
+    size_t len = 0;
+    bool ok = ctx && EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(body.data()), body.size()) == 1 &&
+              EVP_MAC_final(ctx, mac.data(), &len, mac.size()) == 1 && len == mac.size();
+    EVP_MAC_CTX_free(ctx);
+    match |= ok && CRYPTO_memcmp(mac.data(), claimed.data(), mac.size()) == 0;
   }
   return match;
 }

@@ -1,5 +1,6 @@
 #include "relay/http/server.h"
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -156,7 +157,16 @@ class ServerImpl final : public Server {
 
   const ServerOptions& options() const { return options_; }
   const Handler& handler() const { return handler_; }
-  void CountResponse(unsigned status) { responses_.Add({{"code", std::to_string(status)}}).Increment(); }
+  void CountResponse(unsigned status) {
+    // One label lookup per status code ever seen, not per response.
+    if (status >= response_counters_.size()) status = 599;
+    prometheus::Counter* c = response_counters_[status].load(std::memory_order_acquire);
+    if (!c) {
+      c = &responses_.Add({{"code", std::to_string(status)}});  // thread-safe, idempotent
+      response_counters_[status].store(c, std::memory_order_release);
+    }
+    c->Increment();
+  }
   void CountConnectionError(const char* reason) { conn_errors_.Add({{"reason", reason}}).Increment(); }
   void ObserveLatency(double seconds) { latency_.Observe(seconds); }
 
@@ -186,6 +196,7 @@ class ServerImpl final : public Server {
   prometheus::Family<prometheus::Counter>& conn_errors_;
   prometheus::Histogram& latency_;
   prometheus::Gauge& open_;
+  std::array<std::atomic<prometheus::Counter*>, 600> response_counters_{};
   std::mutex mu_;
   std::condition_variable cv_;
   std::unordered_set<Session*> sessions_;
@@ -226,6 +237,15 @@ void Session::OnHeader(beast::error_code ec) {
     beast::error_code wec;
     net::write(stream_.socket(), net::buffer(std::string_view("HTTP/1.1 100 Continue\r\n\r\n")), wec);
     if (wec) return Close();
+  }
+  // Beast sizes each socket read by the buffer's spare capacity (at least
+  // 512 bytes), and the parser drains the buffer into the body as it goes,
+  // so without this a 10 KB body arrives in ~20 reads. Room for the declared
+  // body (capped) makes it one or two reads; memory stays proportional to
+  // the request in flight.
+  if (auto length = parser_->content_length(); length && *length > 0) {
+    size_t want = static_cast<size_t>(std::min<uint64_t>(*length, 1024 * 1024));
+    if (buffer_.capacity() - buffer_.size() < want) buffer_.reserve(buffer_.size() + want);
   }
   stream_.expires_after(server_->options().body_timeout);
   bhttp::async_read(stream_, buffer_, *parser_,

@@ -114,6 +114,10 @@ std::string JsonString(std::string_view s) {
   return out;
 }
 
+// Indexed by WebhookHandler::Outcome.
+constexpr const char* kOutcomeNames[] = {"accepted", "duplicate", "bad_signature",
+                                         "bad_headers", "bad_body", "unavailable"};
+
 }  // namespace
 
 WebhookHandler::WebhookHandler(WebhookOptions options, kafka::Producer* producer, DeliveryDedup* dedup,
@@ -128,37 +132,36 @@ WebhookHandler::WebhookHandler(WebhookOptions options, kafka::Producer* producer
                     .Help("Webhook requests by outcome (accepted, duplicate, bad_signature, "
                           "bad_headers, bad_body, unavailable)")
                     .Register(*metrics)) {
-  for (const char* o : {"accepted", "duplicate", "bad_signature", "bad_headers", "bad_body", "unavailable"}) {
-    outcomes_.Add({{"outcome", o}});  // export zeros, so rates work from the start
-  }
+  // All outcomes exported from the start (zeros), so rates work at once.
+  for (int i = 0; i < kOutcomeCount; ++i) counters_[i] = &outcomes_.Add({{"outcome", kOutcomeNames[i]}});
 }
 
-http::Response WebhookHandler::Reject(unsigned status, const char* outcome, std::string_view reason) {
-  outcomes_.Add({{"outcome", outcome}}).Increment();
-  log::Info("webhook rejected", {{"status", status}, {"outcome", outcome}, {"reason", reason}});
+http::Response WebhookHandler::Reject(unsigned status, Outcome outcome, std::string_view reason) {
+  counters_[outcome]->Increment();
+  log::Info("webhook rejected", {{"status", status}, {"outcome", kOutcomeNames[outcome]}, {"reason", reason}});
   return http::MakeResponse(status, "{\"error\":" + JsonString(reason) + "}");
 }
 
-WebhookHandler::Validated WebhookHandler::Validate(const http::Request& request) {
+WebhookHandler::Validated WebhookHandler::Validate(http::Request& request) {
   Validated v;
-  const std::string& body = request.body();
+  std::string& body = request.body();
   auto signature = request["X-Hub-Signature-256"];
   if (signature.empty()) {
-    v.error = Reject(401, "bad_signature", "missing X-Hub-Signature-256");
+    v.error = Reject(401, kBadSignature, "missing X-Hub-Signature-256");
     return v;
   }
   if (!verifier_.Verify(signature, body)) {
-    v.error = Reject(401, "bad_signature", "X-Hub-Signature-256 does not match the body");
+    v.error = Reject(401, kBadSignature, "X-Hub-Signature-256 does not match the body");
     return v;
   }
   std::string_view event = request["X-GitHub-Event"];
   std::string_view delivery = request["X-GitHub-Delivery"];
   if (!ValidEvent(event)) {
-    v.error = Reject(400, "bad_headers", event.empty() ? "missing X-GitHub-Event" : "malformed X-GitHub-Event");
+    v.error = Reject(400, kBadHeaders, event.empty() ? "missing X-GitHub-Event" : "malformed X-GitHub-Event");
     return v;
   }
   if (!ValidDeliveryId(delivery)) {
-    v.error = Reject(400, "bad_headers",
+    v.error = Reject(400, kBadHeaders,
                      delivery.empty() ? "missing X-GitHub-Delivery" : "malformed X-GitHub-Delivery");
     return v;
   }
@@ -166,12 +169,12 @@ WebhookHandler::Validated WebhookHandler::Validate(const http::Request& request)
   std::string decoded;
   std::string_view json;
   if (!ExtractJson(content_type, body, &decoded, &json)) {
-    v.error = Reject(400, "bad_body", "unsupported Content-Type or form post without a payload field");
+    v.error = Reject(400, kBadBody, "unsupported Content-Type or form post without a payload field");
     return v;
   }
   PayloadFacts facts;
   if (!ParsePayload(json, &facts)) {
-    v.error = Reject(400, "bad_body", "body is not a JSON object");
+    v.error = Reject(400, kBadBody, "body is not a JSON object");
     return v;
   }
 
@@ -183,7 +186,7 @@ WebhookHandler::Validated WebhookHandler::Validate(const http::Request& request)
   record.set_repository_id(facts.repository_id);
   record.set_installation_id(facts.installation_id);
   record.set_received_at_unix_ms(clock_->UnixMillis());
-  record.set_body(body);
+  record.set_body(std::move(body));  // last use of the body: move, not copy
   record.set_content_type(std::string(content_type));
   record.set_intake_instance(options_.instance);
   for (std::string_view name : kKeptHeaders) {
@@ -211,13 +214,13 @@ WebhookHandler::Validated WebhookHandler::Validate(const http::Request& request)
 void WebhookHandler::Answer(http::Responder& responder, bool durable, bool duplicate,
                             const std::string& delivery_id) {
   if (!durable) {
-    outcomes_.Add({{"outcome", "unavailable"}}).Increment();
+    counters_[kUnavailable]->Increment();
     auto response = http::MakeResponse(503, R"({"error":"the event could not be made durable; retry"})");
     response.set(bhttp::field::retry_after, "5");
     responder.Send(std::move(response));
     return;
   }
-  outcomes_.Add({{"outcome", duplicate ? "duplicate" : "accepted"}}).Increment();
+  counters_[duplicate ? kDuplicate : kAccepted]->Increment();
   responder.Send(http::MakeResponse(
       duplicate ? 200 : 202,
       std::string("{\"status\":\"") + (duplicate ? "duplicate" : "accepted") + "\",\"delivery_id\":" +
