@@ -9,8 +9,8 @@
 # Boost.Asio headers (g++ 12).
 add_library(relay_warnings INTERFACE)
 target_compile_options(relay_warnings INTERFACE -Wall -Wextra -Wpedantic
-  -Wshadow=local -Wnon-virtual-dtor -Wcast-align
-  -Wimplicit-fallthrough)
+  -Wnon-virtual-dtor -Wcast-align -Wimplicit-fallthrough
+  $<$<CXX_COMPILER_ID:GNU>:-Wshadow=local>)
 if(RELAY_WERROR)
   target_compile_options(relay_warnings INTERFACE -Werror)
 endif()

@@ -113,10 +113,10 @@ absl::StatusOr<std::unique_ptr<IntakeService>> IntakeService::Start(IntakeSettin
                      h->Handle(std::move(r), std::move(resp));
                    });
   auto* raw = svc.get();
-  http::AddOpsRoutes(svc->router_, svc->registry_, [raw] {
-    return raw->producer_->Connected() && raw->server_ && !raw->server_->draining();
-  });
+  http::AddOpsRoutes(svc->router_, svc->registry_,
+                     [raw] { return raw->accepting_.load() && raw->producer_->Connected(); });
   RELAY_ASSIGN_OR_RETURN(svc->server_, http::Server::Start(s.http, svc->router_.AsHandler(), &svc->registry_));
+  svc->accepting_ = true;
   log::Info("relay-intake listening",
             {{"host", s.http.host}, {"port", svc->server_->port()}, {"topic", s.webhook.topic},
              {"kafka", s.kafka.bootstrap}, {"secrets", static_cast<int64_t>(s.webhook.secrets.size())}});
@@ -126,6 +126,7 @@ absl::StatusOr<std::unique_ptr<IntakeService>> IntakeService::Start(IntakeSettin
 bool IntakeService::Shutdown() {
   if (shut_down_) return true;
   shut_down_ = true;
+  accepting_ = false;  // /readyz turns 503 first, so balancers stop sending
   auto start = std::chrono::steady_clock::now();
   log::Info("draining", {{"deadline_ms", settings_.drain_timeout.count()}});
   server_->Shutdown(settings_.drain_timeout);

@@ -3,6 +3,7 @@
 // waits for SIGTERM; tests and the fuzz target build the parts directly.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -53,6 +54,8 @@ class IntakeService {
   std::unique_ptr<WebhookHandler> handler_;
   http::Router router_;
   std::unique_ptr<http::Server> server_;
+  // Read by /readyz on server threads: true from listening until the drain.
+  std::atomic<bool> accepting_{false};
   bool shut_down_ = false;
 };
 
