@@ -206,7 +206,10 @@ class KafkaConsumer final : public Consumer {
       return;
     }
     // Revoked: commit what we finished before someone else owns it, so the
-    // new owner does not redo it.
+    // new owner does not redo it. librdkafka's auto-commit also commits
+    // stored offsets on revoke; this synchronous commit makes the guarantee
+    // ours and visible (a failure is logged) rather than a side effect of a
+    // setting. consumer_it_test's rebalance test checks the behaviour.
     log::Info("partitions revoked", {{"count", partitions->cnt}});
     rd_kafka_resp_err_t cerr = rd_kafka_commit(rk, nullptr, 0);
     if (cerr && cerr != RD_KAFKA_RESP_ERR__NO_OFFSET) {
