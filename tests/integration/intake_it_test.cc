@@ -381,7 +381,17 @@ TEST_F(IntakeIT, RefusesToStartWithoutASecretOrWithBadConfig) {
                           {"RELAY_HTTP_HEADER_TIMEOUT", "soon"}},
                          Env("RELAY_IT_DIR") + "/intake-config.log");
   EXPECT_EQ(bad_timeout.Wait(10s), 2);
+  // A port already taken: a clear start failure, exit 1, no crash.
+  Intake first;
+  ASSERT_NE(first.port(), 0);
+  Subprocess clash({Env("RELAY_INTAKE_BIN")},
+                   {{"RELAY_KAFKA_BOOTSTRAP", Bootstrap()},
+                    {"RELAY_INTAKE_WEBHOOK_SECRETS", Env("RELAY_IT_SECRET")},
+                    {"RELAY_HTTP_LISTEN", "127.0.0.1:" + std::to_string(first.port())}},
+                   Env("RELAY_IT_DIR") + "/intake-config.log");
+  EXPECT_EQ(clash.Wait(15s), 1);
   std::string log = ReadFile(Env("RELAY_IT_DIR") + "/intake-config.log");
+  EXPECT_THAT(log, HasSubstr("start failed"));
   EXPECT_THAT(log, HasSubstr("no webhook secret"));
   EXPECT_THAT(log, HasSubstr("RELAY_HTTP_HEADER_TIMEOUT"));
   EXPECT_THAT(log, ::testing::Not(HasSubstr(Env("RELAY_IT_SECRET"))));  // secrets never logged

@@ -39,13 +39,18 @@ class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, ServerImpl* server);
   ~Session();
-  void Start() { ReadHeader(); }
+  // Runs the first read on the session's own strand (accept completes on
+  // the acceptor's), so Shutdown's CloseIfIdle never races it.
+  void Start() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->ReadHeader(); });
+  }
   void Respond(Response response);
   void CloseIfIdle();
 
  private:
   void ReadHeader();
   void OnHeader(beast::error_code ec);
+  void ReadBody();
   void OnBody(beast::error_code ec);
   void OnReadError(beast::error_code ec);
   void Write(Response response, bool close);
@@ -121,6 +126,7 @@ class ServerImpl final : public Server {
     net::post(acceptor_.get_executor(), [this] {
       beast::error_code ec;
       acceptor_.close(ec);
+      accept_retry_.cancel();
     });
     std::vector<std::shared_ptr<Session>> open;
     {
@@ -175,8 +181,17 @@ class ServerImpl final : public Server {
     acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
       if (ec) {
         if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
-        log::Warn("accept failed", {{"error", ec.message()}});
-      } else if (!draining_) {
+        // Persistent errors (EMFILE, ENFILE, ENOBUFS) fail again at once:
+        // back off instead of spinning a thread and flooding the log.
+        CountConnectionError("accept");
+        log::Warn("accept failed; retrying in 100 ms", {{"error", ec.message()}});
+        accept_retry_.expires_after(std::chrono::milliseconds(100));
+        accept_retry_.async_wait([this](beast::error_code e) {
+          if (!e && acceptor_.is_open()) Accept();
+        });
+        return;
+      }
+      if (!draining_) {
         beast::error_code ignored;
         socket.set_option(tcp::no_delay(true), ignored);
         std::make_shared<Session>(std::move(socket), this)->Start();
@@ -208,6 +223,7 @@ class ServerImpl final : public Server {
   // pending I/O: without it the threads could exit under a drain.
   net::executor_work_guard<net::io_context::executor_type> work_{ioc_.get_executor()};
   tcp::acceptor acceptor_;
+  net::steady_timer accept_retry_{acceptor_.get_executor()};
   std::vector<std::thread> threads_;
 };
 
@@ -233,11 +249,20 @@ void Session::OnHeader(beast::error_code ec) {
   // A declared Content-Length over the limit was already refused by the
   // parser (body_limit error), before any body byte was read.
   if (beast::iequals(req[bhttp::field::expect], "100-continue")) {
-    // Small synchronous write: the 17 bytes fit the socket buffer.
-    beast::error_code wec;
-    net::write(stream_.socket(), net::buffer(std::string_view("HTTP/1.1 100 Continue\r\n\r\n")), wec);
-    if (wec) return Close();
+    // Asynchronous and under the deadline: a client that never reads must
+    // not be able to block an I/O thread on this write.
+    static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    stream_.expires_after(server_->options().body_timeout);
+    net::async_write(stream_, net::buffer(kContinue), [self = shared_from_this()](beast::error_code e, size_t) {
+      if (e) return self->Close();
+      self->ReadBody();
+    });
+    return;
   }
+  ReadBody();
+}
+
+void Session::ReadBody() {
   // Beast sizes each socket read by the buffer's spare capacity (at least
   // 512 bytes), and the parser drains the buffer into the body as it goes,
   // so without this a 10 KB body arrives in ~20 reads. Room for the declared

@@ -133,7 +133,19 @@ class KafkaConsumer final : public Consumer {
                 {{"topic", record.topic}, {"partition", record.partition},
                  {"offset", record.offset}, {"error", std::string(status.message())},
                  {"backoff_ms", backoff.count()}});
-      Rewind(record);
+      // If the partition cannot be rewound, a later record of it could be
+      // handled and its offset stored past this one, skipping it: stop
+      // instead (nothing of this record was stored; a restart redoes it).
+      bool rewound = false;
+      for (int attempt = 0; attempt < 5 && !rewound && !stop_; ++attempt) {
+        rewound = Rewind(record);
+        if (!rewound) SleepUnlessStopped(std::chrono::seconds(1));
+      }
+      if (!rewound) {
+        (void)rd_kafka_consumer_close(rk_);
+        return absl::InternalError("cannot rewind " + record.topic + "/" + std::to_string(record.partition) +
+                                   " to offset " + std::to_string(record.offset) + " after a failed record");
+      }
       SleepUnlessStopped(backoff);
       backoff = std::min(backoff * 2, options_.retry_backoff_max);
     }
@@ -175,15 +187,20 @@ class KafkaConsumer final : public Consumer {
     }
   }
 
-  void Rewind(const ConsumedRecord& record) {
+  // Seeks the record's partition back to it. True when the seek took; the
+  // partition-level error is in the list, not only in the return value.
+  bool Rewind(const ConsumedRecord& record) {
     rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(list, record.topic.c_str(), record.partition)->offset = record.offset;
     rd_kafka_error_t* error = rd_kafka_seek_partitions(rk_, list, 5000);
-    if (error) {
-      log::Warn("seek failed", {{"error", rd_kafka_error_string(error)}});
-      rd_kafka_error_destroy(error);
+    bool ok = !error && list->elems[0].err == RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (!ok) {
+      log::Warn("seek failed", {{"topic", record.topic}, {"partition", record.partition},
+                                {"error", error ? rd_kafka_error_string(error) : rd_kafka_err2str(list->elems[0].err)}});
     }
+    if (error) rd_kafka_error_destroy(error);
     rd_kafka_topic_partition_list_destroy(list);
+    return ok;
   }
 
   void SleepUnlessStopped(std::chrono::milliseconds d) {

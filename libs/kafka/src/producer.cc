@@ -256,7 +256,15 @@ class KafkaProducer final : public Producer {
     }
     recreations_.Increment();
     rd_kafka_purge(old, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-    for (int i = 0; i < 100 && rd_kafka_outq_len(old) > 0; ++i) rd_kafka_poll(old, 50);
+    // Every record the old handle held must come back through its delivery
+    // report (and be queued for re-send) before it is destroyed, or its
+    // callback would never run. Purge is synchronous, so this ends.
+    for (int i = 0; rd_kafka_outq_len(old) > 0; ++i) {
+      rd_kafka_poll(old, 50);
+      if (i > 0 && i % 100 == 0) {
+        log::Warn("old producer handle still draining", {{"records", rd_kafka_outq_len(old)}});
+      }
+    }
     rd_kafka_destroy(old);
   }
 

@@ -126,6 +126,7 @@ absl::StatusOr<std::unique_ptr<IntakeService>> IntakeService::Start(IntakeSettin
 bool IntakeService::Shutdown() {
   if (shut_down_) return true;
   shut_down_ = true;
+  if (!server_ || !producer_) return true;  // Start failed part-way: nothing to drain
   accepting_ = false;  // /readyz turns 503 first, so balancers stop sending
   auto start = std::chrono::steady_clock::now();
   log::Info("draining", {{"deadline_ms", settings_.drain_timeout.count()}});

@@ -87,6 +87,21 @@ TEST_F(WebhookHandlerTest, EventNamesWithDigitsAreValid) {
   EXPECT_FALSE(ValidateCopy(handler, SignedRequest(kBody, "d-3", "Pull-Request")).ok);
 }
 
+TEST_F(WebhookHandlerTest, NonUtf8HeaderValuesStillMakeAParsableRecord) {
+  // The signature covers only the body, so header bytes are attacker-chosen;
+  // HTTP allows obs-text (0x80-0xFF). The record must still decode.
+  FakeProducer producer;
+  WebhookHandler handler({{kSecret}, "github.webhooks", ""}, &producer, &dedup_, &clock_, &registry_);
+  auto req = SignedRequest();
+  req.set(bhttp::field::user_agent, "GitHub-Hookshot/\xff\xfe");
+  req.set(bhttp::field::content_type, "application/json; charset=\xe9");
+  auto v = ValidateCopy(handler, req);
+  ASSERT_TRUE(v.ok);
+  relay::v1::WebhookRecord record;
+  ASSERT_TRUE(record.ParseFromString(v.record.value));
+  EXPECT_EQ(record.content_type(), "application/json; charset=\xe9");
+}
+
 TEST_F(WebhookHandlerTest, EventWithoutRepositoryIsKeyedByDeliveryId) {
   FakeProducer producer;
   WebhookHandler handler({{kSecret}, "github.webhooks", ""}, &producer, &dedup_, &clock_, &registry_);
