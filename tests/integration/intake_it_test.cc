@@ -18,6 +18,7 @@
 #include "relay/github/webhook_signature.h"
 #include "relay/v1/webhook.pb.h"
 #include "support/http_client.h"
+#include "support/kafka_admin.h"
 #include "support/subprocess.h"
 #include "support/topic_reader.h"
 
@@ -62,11 +63,6 @@ std::string RunId() {
   return "it-" + std::to_string(rd()) + "-";
 }
 
-std::string Bootstrap() {
-  std::string b = ReadFile(Env("RELAY_IT_KAFKA_DIR") + "/bootstrap");
-  return b.substr(0, b.find('\n'));
-}
-
 std::string KafkaDev(const std::string& verb) {
   std::string out;
   testing::RunCommand(Env("RELAY_ROOT") + "/tools/kafka/kafka-dev " + verb + " " + Env("RELAY_IT_KAFKA_DIR") +
@@ -83,7 +79,7 @@ class Intake {
     port_file_ = dir + "/intake-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++) + ".port";
     std::remove(port_file_.c_str());
     env.emplace("RELAY_HTTP_LISTEN", "127.0.0.1:0");
-    env.emplace("RELAY_KAFKA_BOOTSTRAP", Bootstrap());
+    env.emplace("RELAY_KAFKA_BOOTSTRAP", testing::FixtureBootstrap());
     env.emplace("RELAY_INTAKE_WEBHOOK_SECRETS", Env("RELAY_IT_SECRET"));
     log_ = dir + "/intake.log";
     process_ = std::make_unique<Subprocess>(
@@ -109,10 +105,70 @@ std::map<std::string, std::string> Headers(const Payload& p, const std::string& 
           {"User-Agent", "GitHub-Hookshot/relay-it"}};
 }
 
+// Posts the corpus round-robin from several connections, each request with
+// a fresh delivery id (run + counter), until Stop() or, with
+// stop_when_closed, until the server stops answering. Records every id's
+// status (0: no response).
+class WebhookStream {
+ public:
+  WebhookStream(uint16_t port, const std::vector<Payload>& corpus, std::string run,
+                std::chrono::milliseconds timeout, bool stop_when_closed) {
+    for (int i = 0; i < 4; ++i) {
+      senders_.emplace_back([=, this, &corpus] {
+        HttpClient client("127.0.0.1", port, timeout);
+        while (!stop_) {
+          int n = counter_++;
+          const Payload& p = corpus[static_cast<size_t>(n) % corpus.size()];
+          std::string id = run + std::to_string(n);
+          int status = client.Post("/github/webhook", Headers(p, id), p.body).status;
+          {
+            std::lock_guard lock(mu_);
+            status_by_id_[id] = status;
+          }
+          if (status == 0 && stop_when_closed) return;
+        }
+      });
+    }
+  }
+  ~WebhookStream() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    for (auto& t : senders_) {
+      if (t.joinable()) t.join();
+    }
+  }
+  int Count(int status) const {
+    std::lock_guard lock(mu_);
+    int n = 0;
+    for (auto& [id, s] : status_by_id_) n += s == status;
+    return n;
+  }
+  // Waits until Count(status) >= n or the timeout; returns whether it got there.
+  bool WaitFor(int status, int n, std::chrono::milliseconds timeout) const {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (Count(status) < n) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(10ms);
+    }
+    return true;
+  }
+  std::map<std::string, int> statuses() const {  // call after Stop()
+    std::lock_guard lock(mu_);
+    return status_by_id_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, int> status_by_id_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> counter_{0};
+  std::vector<std::thread> senders_;
+};
+
 // Delivery id -> records in the topic with that id, for ids with `prefix`.
 std::map<std::string, std::vector<v1::WebhookRecord>> TopicByDelivery(const std::string& prefix) {
   std::string error;
-  auto records = testing::ReadTopic(Bootstrap(), kTopic, 60s, &error);
+  auto records = testing::ReadTopic(testing::FixtureBootstrap(), kTopic, 60s, &error);
   EXPECT_TRUE(error.empty()) << error;
   std::map<std::string, std::vector<v1::WebhookRecord>> out;
   for (const auto& r : records) {
@@ -268,53 +324,25 @@ TEST_F(IntakeIT, BrokerStoppedMidStreamEvery2xxIsDurableAndEveryOtherIs503) {
   Intake intake(std::map<std::string, std::string>{{"RELAY_KAFKA_DELIVERY_TIMEOUT", "2s"}});
   ASSERT_NE(intake.port(), 0);
   std::string run = RunId();
-  std::mutex mu;
-  std::map<std::string, int> status_by_id;
-  std::atomic<bool> stop{false};
-  std::atomic<int> counter{0};
-  auto sender = [&] {
-    HttpClient client("127.0.0.1", intake.port(), 20s);
-    while (!stop) {
-      int n = counter++;
-      const Payload& p = corpus_[static_cast<size_t>(n) % corpus_.size()];
-      std::string id = run + std::to_string(n);
-      int status = client.Post("/github/webhook", Headers(p, id), p.body).status;
-      std::lock_guard lock(mu);
-      status_by_id[id] = status;
-    }
-  };
-  auto count_status = [&](int status) {
-    std::lock_guard lock(mu);
-    int n = 0;
-    for (auto& [id, s] : status_by_id) n += s == status;
-    return n;
-  };
-  std::vector<std::thread> senders;
-  for (int i = 0; i < 4; ++i) senders.emplace_back(sender);
+  WebhookStream stream(intake.port(), corpus_, run, 20s, /*stop_when_closed=*/false);
 
-  while (count_status(202) < 300) std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(stream.WaitFor(202, 300, 60s));
   KafkaDev("stop");
-  auto stopped_at = std::chrono::steady_clock::now();
   // Requests now wait for an ack that cannot come: they must end in 503.
-  while (count_status(503) < 8 && std::chrono::steady_clock::now() - stopped_at < 60s) {
-    std::this_thread::sleep_for(50ms);
-  }
+  stream.WaitFor(503, 8, 60s);
   // /readyz reports the outage (librdkafka notices within its stats interval).
   int ready = 0;
   for (int i = 0; i < 50 && (ready = HttpClient("127.0.0.1", intake.port()).Get("/readyz").status) != 503; ++i) {
     std::this_thread::sleep_for(100ms);
   }
   EXPECT_EQ(ready, 503);
-  int accepted_before = count_status(202);
+  int accepted_before = stream.Count(202);
   KafkaDev("restart");
-  auto restarted_at = std::chrono::steady_clock::now();
-  while (count_status(202) < accepted_before + 300 && std::chrono::steady_clock::now() - restarted_at < 90s) {
-    std::this_thread::sleep_for(20ms);
-  }
-  stop = true;
-  for (auto& t : senders) t.join();
+  stream.WaitFor(202, accepted_before + 300, 90s);
+  stream.Stop();
   EXPECT_EQ(HttpClient("127.0.0.1", intake.port()).Get("/readyz").status, 200);
 
+  auto status_by_id = stream.statuses();
   std::map<int, int> histogram;
   for (auto& [id, s] : status_by_id) histogram[s]++;
   for (auto& [s, n] : histogram) {
@@ -323,13 +351,11 @@ TEST_F(IntakeIT, BrokerStoppedMidStreamEvery2xxIsDurableAndEveryOtherIs503) {
   EXPECT_GE(histogram[503], 8);
   EXPECT_GE(histogram[202], accepted_before + 300) << "intake did not recover after the broker restart";
 
+  // At-least-once under faults: an acknowledged id may appear twice only if
+  // librdkafka re-sent it; it must never appear zero times.
   auto topic = TopicByDelivery(run);
   int missing = 0;
-  for (auto& [id, s] : status_by_id) {
-    if (s == 202 && !topic.count(id)) ++missing;
-    // At-least-once under faults: an acknowledged id may appear twice only
-    // if librdkafka re-sent it; it must never appear zero times.
-  }
+  for (auto& [id, s] : status_by_id) missing += s == 202 && !topic.count(id);
   EXPECT_EQ(missing, 0) << missing << " acknowledged deliveries are not in the topic";
   RecordProperty("accepted", histogram[202]);
   RecordProperty("unavailable", histogram[503]);
@@ -339,44 +365,30 @@ TEST_F(IntakeIT, SigtermFinishesRequestsInFlightFlushesAndExitsZero) {
   Intake intake;
   ASSERT_NE(intake.port(), 0);
   std::string run = RunId();
-  std::atomic<bool> stop{false};
-  std::atomic<int> accepted{0}, counter{0};
-  std::mutex mu;
-  std::vector<std::string> accepted_ids;
-  std::map<int, int> outcomes;
-  auto sender = [&] {
-    HttpClient client("127.0.0.1", intake.port(), 10s);
-    while (!stop) {
-      int n = counter++;
-      const Payload& p = corpus_[static_cast<size_t>(n) % corpus_.size()];
-      std::string id = run + std::to_string(n);
-      auto r = client.Post("/github/webhook", Headers(p, id), p.body);
-      std::lock_guard lock(mu);
-      outcomes[r.status]++;
-      if (r.status == 202) accepted_ids.push_back(id);
-      if (r.status == 0) return;  // the server closed: it is draining
-      ++accepted;
-    }
-  };
-  std::vector<std::thread> senders;
-  for (int i = 0; i < 4; ++i) senders.emplace_back(sender);
-  while (accepted < 200) std::this_thread::sleep_for(5ms);
+  WebhookStream stream(intake.port(), corpus_, run, 10s, /*stop_when_closed=*/true);
+  ASSERT_TRUE(stream.WaitFor(202, 200, 60s));
   intake.process().Signal(SIGTERM);
   EXPECT_EQ(intake.process().Wait(30s), 0);
-  stop = true;
-  for (auto& t : senders) t.join();
-  for (auto& [s, n] : outcomes) EXPECT_TRUE(s == 202 || s == 0) << n << " answered " << s;
+  stream.Stop();
+  // Every request got its answer (202) or found the server gone (0): none
+  // was cut off with an error or left unanswered, and every 202 is durable.
+  auto status_by_id = stream.statuses();
   auto topic = TopicByDelivery(run);
-  for (const auto& id : accepted_ids) EXPECT_TRUE(topic.count(id)) << id << " acknowledged but not in the topic";
+  for (auto& [id, s] : status_by_id) {
+    EXPECT_TRUE(s == 202 || s == 0) << id << " answered " << s;
+    if (s == 202) {
+      EXPECT_TRUE(topic.count(id)) << id << " acknowledged but not in the topic";
+    }
+  }
 }
 
 TEST_F(IntakeIT, RefusesToStartWithoutASecretOrWithBadConfig) {
   Subprocess no_secret({Env("RELAY_INTAKE_BIN")},
-                       {{"RELAY_KAFKA_BOOTSTRAP", Bootstrap()}, {"RELAY_INTAKE_WEBHOOK_SECRETS", ""}},
+                       {{"RELAY_KAFKA_BOOTSTRAP", testing::FixtureBootstrap()}, {"RELAY_INTAKE_WEBHOOK_SECRETS", ""}},
                        Env("RELAY_IT_DIR") + "/intake-config.log");
   EXPECT_EQ(no_secret.Wait(10s), 2);
   Subprocess bad_timeout({Env("RELAY_INTAKE_BIN")},
-                         {{"RELAY_KAFKA_BOOTSTRAP", Bootstrap()},
+                         {{"RELAY_KAFKA_BOOTSTRAP", testing::FixtureBootstrap()},
                           {"RELAY_INTAKE_WEBHOOK_SECRETS", Env("RELAY_IT_SECRET")},
                           {"RELAY_HTTP_HEADER_TIMEOUT", "soon"}},
                          Env("RELAY_IT_DIR") + "/intake-config.log");
@@ -385,7 +397,7 @@ TEST_F(IntakeIT, RefusesToStartWithoutASecretOrWithBadConfig) {
   Intake first;
   ASSERT_NE(first.port(), 0);
   Subprocess clash({Env("RELAY_INTAKE_BIN")},
-                   {{"RELAY_KAFKA_BOOTSTRAP", Bootstrap()},
+                   {{"RELAY_KAFKA_BOOTSTRAP", testing::FixtureBootstrap()},
                     {"RELAY_INTAKE_WEBHOOK_SECRETS", Env("RELAY_IT_SECRET")},
                     {"RELAY_HTTP_LISTEN", "127.0.0.1:" + std::to_string(first.port())}},
                    Env("RELAY_IT_DIR") + "/intake-config.log");
@@ -405,7 +417,7 @@ TEST_F(IntakeIT, ShippedExampleConfigStartsTheService) {
   Subprocess intake({Env("RELAY_INTAKE_BIN"), "--config", Env("RELAY_ROOT") + "/deploy/config/intake.example.yaml",
                      "--port-file", port_file},
                     {{"RELAY_HTTP_LISTEN", "127.0.0.1:0"},
-                     {"RELAY_KAFKA_BOOTSTRAP", Bootstrap()},
+                     {"RELAY_KAFKA_BOOTSTRAP", testing::FixtureBootstrap()},
                      {"RELAY_INTAKE_WEBHOOK_SECRETS_FILE", secrets}},
                     Env("RELAY_IT_DIR") + "/intake-example.log");
   ASSERT_TRUE(testing::WaitForFile(port_file, 20s)) << ReadFile(Env("RELAY_IT_DIR") + "/intake-example.log");

@@ -2,6 +2,8 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "support/subprocess.h"
+
 namespace relay::testing {
 
 std::string CreateTopic(const std::string& bootstrap, const std::string& topic, int partitions) {
@@ -32,6 +34,11 @@ std::string CreateTopic(const std::string& bootstrap, const std::string& topic, 
   rd_kafka_NewTopic_destroy(nt);
   rd_kafka_destroy(rk);
   return result;
+}
+
+std::string FixtureBootstrap() {
+  std::string b = ReadFile(Env("RELAY_IT_KAFKA_DIR") + "/bootstrap");
+  return b.substr(0, b.find('\n'));
 }
 
 }  // namespace relay::testing

@@ -10,4 +10,8 @@ namespace relay::testing {
 // empty string on success, the error otherwise.
 std::string CreateTopic(const std::string& bootstrap, const std::string& topic, int partitions);
 
+// Bootstrap address of the broker the ctest `kafka` fixture started
+// (tools/kafka/kafka-dev writes it to $RELAY_IT_KAFKA_DIR/bootstrap).
+std::string FixtureBootstrap();
+
 }  // namespace relay::testing

@@ -208,14 +208,11 @@ std::vector<std::string> Config::StringList(const std::string& key) {
 
 absl::Status Config::Finish() const {
   std::vector<std::string> errors = errors_;
-  for (const auto* map : {&file_scalars_}) {
-    for (const auto& [key, value] : *map) {
-      if (!used_.count(key)) errors.push_back(key + ": unknown key in " + path_);
-    }
-  }
-  for (const auto& [key, value] : file_lists_) {
+  auto unknown = [&](const std::string& key) {
     if (!used_.count(key)) errors.push_back(key + ": unknown key in " + path_);
-  }
+  };
+  for (const auto& kv : file_scalars_) unknown(kv.first);
+  for (const auto& kv : file_lists_) unknown(kv.first);
   if (errors.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError("invalid configuration:\n  " + absl::StrJoin(errors, "\n  "));
 }

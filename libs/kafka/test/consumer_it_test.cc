@@ -21,11 +21,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::string Bootstrap() {
-  std::string b = relay::testing::ReadFile(relay::testing::Env("RELAY_IT_KAFKA_DIR") + "/bootstrap");
-  return b.substr(0, b.find('\n'));
-}
-
 void ProduceAll(Producer& producer, const std::string& topic, const std::vector<std::string>& values) {
   std::vector<std::future<absl::Status>> acks;
   for (const auto& v : values) {
@@ -69,10 +64,10 @@ std::set<std::string> ConsumeUntil(ConsumerOptions options, Producer* dlq, size_
 TEST(ConsumerIT, DeadLettersPoisonRetriesTransientAndCommitsOnlyWhatWasDone) {
   std::random_device rd;
   std::string topic = "it.consumer." + std::to_string(rd());
-  ASSERT_EQ(relay::testing::CreateTopic(Bootstrap(), topic, 3), "");
-  ASSERT_EQ(relay::testing::CreateTopic(Bootstrap(), topic + ".dlq", 1), "");
+  ASSERT_EQ(relay::testing::CreateTopic(relay::testing::FixtureBootstrap(), topic, 3), "");
+  ASSERT_EQ(relay::testing::CreateTopic(relay::testing::FixtureBootstrap(), topic + ".dlq", 1), "");
   ProducerOptions popts;
-  popts.bootstrap = Bootstrap();
+  popts.bootstrap = relay::testing::FixtureBootstrap();
   auto producer = NewKafkaProducer(popts, nullptr);
   ASSERT_TRUE(producer.ok());
   std::vector<std::string> values;
@@ -82,7 +77,7 @@ TEST(ConsumerIT, DeadLettersPoisonRetriesTransientAndCommitsOnlyWhatWasDone) {
   ProduceAll(**producer, topic, values);
 
   ConsumerOptions options;
-  options.bootstrap = Bootstrap();
+  options.bootstrap = relay::testing::FixtureBootstrap();
   options.group_id = "it-group-" + std::to_string(rd());
   options.topics = {topic};
   options.retry_backoff_min = 50ms;
@@ -97,7 +92,7 @@ TEST(ConsumerIT, DeadLettersPoisonRetriesTransientAndCommitsOnlyWhatWasDone) {
   EXPECT_EQ(flaky_attempts.load(), 3);  // failed twice, then succeeded
 
   std::string error;
-  auto dlq = relay::testing::ReadTopic(Bootstrap(), topic + ".dlq", 30s, &error);
+  auto dlq = relay::testing::ReadTopic(relay::testing::FixtureBootstrap(), topic + ".dlq", 30s, &error);
   ASSERT_TRUE(error.empty()) << error;
   ASSERT_EQ(dlq.size(), 1u);
   EXPECT_EQ(dlq[0].value, "poison");
@@ -119,14 +114,14 @@ TEST(ConsumerIT, DeadLettersPoisonRetriesTransientAndCommitsOnlyWhatWasDone) {
 TEST(ConsumerIT, WithoutStoringNothingIsCommitted) {
   std::random_device rd;
   std::string topic = "it.consumer.nostore." + std::to_string(rd());
-  ASSERT_EQ(relay::testing::CreateTopic(Bootstrap(), topic, 1), "");
+  ASSERT_EQ(relay::testing::CreateTopic(relay::testing::FixtureBootstrap(), topic, 1), "");
   ProducerOptions popts;
-  popts.bootstrap = Bootstrap();
+  popts.bootstrap = relay::testing::FixtureBootstrap();
   auto producer = NewKafkaProducer(popts, nullptr);
   ASSERT_TRUE(producer.ok());
   ProduceAll(**producer, topic, {"a"});
   ConsumerOptions options;
-  options.bootstrap = Bootstrap();
+  options.bootstrap = relay::testing::FixtureBootstrap();
   options.group_id = "it-nostore-" + std::to_string(rd());
   options.topics = {topic};
   options.retry_backoff_min = 50ms;
@@ -154,9 +149,9 @@ TEST(ConsumerIT, WithoutStoringNothingIsCommitted) {
 TEST(ConsumerIT, RebalanceCommitsOnRevokeSoTheNewOwnerRedoesNothing) {
   std::random_device rd;
   std::string topic = "it.consumer.rebalance." + std::to_string(rd());
-  ASSERT_EQ(relay::testing::CreateTopic(Bootstrap(), topic, 4), "");
+  ASSERT_EQ(relay::testing::CreateTopic(relay::testing::FixtureBootstrap(), topic, 4), "");
   ProducerOptions popts;
-  popts.bootstrap = Bootstrap();
+  popts.bootstrap = relay::testing::FixtureBootstrap();
   auto producer = NewKafkaProducer(popts, nullptr);
   ASSERT_TRUE(producer.ok());
   std::vector<std::string> values;
@@ -164,7 +159,7 @@ TEST(ConsumerIT, RebalanceCommitsOnRevokeSoTheNewOwnerRedoesNothing) {
   ProduceAll(**producer, topic, values);
 
   ConsumerOptions options;
-  options.bootstrap = Bootstrap();
+  options.bootstrap = relay::testing::FixtureBootstrap();
   options.group_id = "it-rebalance-" + std::to_string(rd());
   options.topics = {topic};
   // Auto-commit far in the future: only the commit on revoke can save the

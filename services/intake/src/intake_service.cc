@@ -10,22 +10,6 @@
 namespace relay::intake {
 namespace {
 
-// host:port -> parts; "[::1]:80" style is not needed for a loopback-or-any bind.
-bool SplitHostPort(const std::string& listen, std::string* host, uint16_t* port) {
-  auto colon = listen.rfind(':');
-  if (colon == std::string::npos) return false;
-  *host = listen.substr(0, colon);
-  int p = 0;
-  try {
-    p = std::stoi(listen.substr(colon + 1));
-  } catch (...) {
-    return false;
-  }
-  if (p < 0 || p > 65535 || host->empty()) return false;
-  *port = static_cast<uint16_t>(p);
-  return true;
-}
-
 std::vector<std::string> ReadSecretsFile(const std::string& path, std::string* error) {
   std::vector<std::string> secrets;
   std::ifstream in(path);
@@ -45,9 +29,8 @@ std::vector<std::string> ReadSecretsFile(const std::string& path, std::string* e
 
 absl::StatusOr<IntakeSettings> LoadSettings(Config& config) {
   IntakeSettings s;
-  std::string listen = config.String("http.listen", "127.0.0.1:8080");
-  if (!SplitHostPort(listen, &s.http.host, &s.http.port)) {
-    return absl::InvalidArgumentError("http.listen: '" + listen + "' is not host:port");
+  if (auto st = http::ParseListenAddress(config.String("http.listen", "127.0.0.1:8080"), &s.http); !st.ok()) {
+    return absl::InvalidArgumentError("http.listen: " + std::string(st.message()));
   }
   s.http.threads = static_cast<int>(config.Int("http.threads", 2, 1, 256));
   s.http.header_timeout = config.Duration("http.header_timeout", std::chrono::seconds(10));

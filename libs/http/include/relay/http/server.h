@@ -58,6 +58,10 @@ struct ServerOptions {
   std::chrono::milliseconds body_timeout{30'000};
 };
 
+// Parses a listen address "host:port" (port 0-65535; 0 lets the kernel
+// pick) into options->host and options->port. Every service's http.listen.
+absl::Status ParseListenAddress(std::string_view listen, ServerOptions* options);
+
 // Builds a response with a body and content type; keep-alive is set by the server.
 Response MakeResponse(unsigned status, std::string body,
                       std::string_view content_type = "application/json");
