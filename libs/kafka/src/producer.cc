@@ -183,11 +183,9 @@ class KafkaProducer final : public Producer {
   }
 
   void Complete(Pending* p, absl::Status status) {
+    // Counted here; logged by the caller, which knows what the record was
+    // (one line per failure, not two, when a broker outage fails thousands).
     (status.ok() ? ok_ : failed_).Increment();
-    if (!status.ok()) {
-      log::Warn("kafka delivery failed",
-                {{"topic", p->record.topic}, {"error", std::string(status.message())}});
-    }
     std::move(p->done)(std::move(status));
     delete p;
     in_flight_.Decrement();
