@@ -48,21 +48,51 @@ Response MakeResponse(unsigned status, std::string body, std::string_view conten
 
 class ServerImpl;
 
-// One connection. Lives on its own strand; shared by the pending async
-// operation and by the Responder of the request in flight.
+// One event loop: a single-threaded io_context and its thread. Every
+// connection is pinned to one loop for its whole life, so its handlers never
+// run concurrently and need no strand. Measured on the 2-core dev machine
+// (docs/benchmarks.md): two threads sharing one io_context spent about a
+// third more CPU per request, in scheduler and reactor lock contention and
+// futex wake-ups, than two loops of one thread each.
+struct Loop {
+  net::io_context ioc{1};  // concurrency hint 1: one thread runs it
+  // Keeps run() going while a request waits for its Responder, which is no
+  // pending I/O: without it the thread could exit under a drain.
+  net::executor_work_guard<net::io_context::executor_type> work{ioc.get_executor()};
+  // Responses handed over by threads outside this loop; see Session::Respond.
+  std::mutex mailbox_mu;
+  std::vector<std::pair<std::shared_ptr<Session>, Response>> mailbox;
+  bool drain_posted = false;  // a drain is posted and has not taken the mailbox yet
+  std::thread thread;
+};
+
+using Executor = net::io_context::executor_type;
+using Socket = net::basic_stream_socket<tcp, Executor>;
+using Stream = beast::basic_stream<tcp, Executor, beast::unlimited_rate_policy>;
+
+// One connection, on one loop. Shared by the pending async operation and by
+// the Responder of the request in flight.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, ServerImpl* server);
+  Session(Socket socket, Loop* loop, ServerImpl* server);
   ~Session();
-  // Runs the first read on the session's own strand (accept completes on
-  // the acceptor's), so Shutdown's CloseIfIdle never races it.
+  // Runs the first read on the session's loop (accept completes on the
+  // acceptor's), so Shutdown's CloseIfIdle never races it.
   void Start() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->ReadHeader(); });
   }
+  // Any thread. On the session's own loop the response is written at once.
+  // From any other thread it goes through the loop's mailbox: a Kafka
+  // delivery report completes dozens of requests in one burst, and posting
+  // each would wake the loop's thread once per response (a futex or eventfd
+  // write and, on a VM, an inter-processor interrupt each). The mailbox takes
+  // the burst under one lock and wakes the loop once.
   void Respond(Response response);
   void CloseIfIdle();
 
  private:
+  static void DrainMailbox(Loop* loop);
+  void WriteResponse(Response response);
   void ReadHeader();
   void OnHeader(beast::error_code ec);
   void ReadBody();
@@ -71,9 +101,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void Write(Response response, bool close);
   void Close();
 
-  beast::tcp_stream stream_;
+  Stream stream_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  Loop* loop_;
   ServerImpl* server_;
   bool busy_ = false;  // a request is with the handler or being answered
   bool request_keep_alive_ = true;
@@ -105,9 +136,11 @@ class ServerImpl final : public Server {
                   .Name("relay_http_open_connections")
                   .Help("Open HTTP connections")
                   .Register(*registry_)
-                  .Add({})),
-        ioc_(options_.threads),
-        acceptor_(net::make_strand(ioc_)) {}
+                  .Add({})) {
+    for (int i = 0; i < options_.threads; ++i) loops_.push_back(std::make_unique<Loop>());
+    acceptor_.emplace(loops_[0]->ioc);
+    accept_retry_.emplace(loops_[0]->ioc);
+  }
 
   ~ServerImpl() override {
     Shutdown(std::chrono::milliseconds(0));
@@ -118,17 +151,17 @@ class ServerImpl final : public Server {
     auto address = net::ip::make_address(options_.host, ec);
     if (ec) return absl::InvalidArgumentError("http listen address '" + options_.host + "': " + ec.message());
     tcp::endpoint endpoint{address, options_.port};
-    acceptor_.open(endpoint.protocol(), ec);
-    if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
-    if (!ec) acceptor_.bind(endpoint, ec);
-    if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+    acceptor_->open(endpoint.protocol(), ec);
+    if (!ec) acceptor_->set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_->bind(endpoint, ec);
+    if (!ec) acceptor_->listen(net::socket_base::max_listen_connections, ec);
     if (ec) {
       return absl::UnavailableError("http listen on " + options_.host + ":" + std::to_string(options_.port) +
                                     ": " + ec.message());
     }
-    port_ = acceptor_.local_endpoint().port();
+    port_ = acceptor_->local_endpoint().port();
     Accept();
-    for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this] { ioc_.run(); });
+    for (auto& loop : loops_) loop->thread = std::thread([l = loop.get()] { l->ioc.run(); });
     return absl::OkStatus();
   }
 
@@ -138,10 +171,10 @@ class ServerImpl final : public Server {
   void Shutdown(std::chrono::milliseconds deadline) override {
     if (stopped_.exchange(true)) return;
     draining_ = true;
-    net::post(acceptor_.get_executor(), [this] {
+    net::post(acceptor_->get_executor(), [this] {
       beast::error_code ec;
-      acceptor_.close(ec);
-      accept_retry_.cancel();
+      acceptor_->close(ec);
+      accept_retry_->cancel();
     });
     std::vector<std::shared_ptr<Session>> open;
     {
@@ -158,10 +191,13 @@ class ServerImpl final : public Server {
       log::Warn("http drain deadline passed", {{"open_connections", static_cast<int64_t>(sessions_.size())}});
     }
     lock.unlock();
-    work_.reset();
-    ioc_.stop();
-    for (auto& t : threads_) t.join();
-    threads_.clear();
+    for (auto& loop : loops_) {
+      loop->work.reset();
+      loop->ioc.stop();
+    }
+    for (auto& loop : loops_) {
+      if (loop->thread.joinable()) loop->thread.join();
+    }
   }
 
   void Register(Session* s) {
@@ -193,31 +229,33 @@ class ServerImpl final : public Server {
 
  private:
   void Accept() {
-    acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
+    // Round-robin: each connection goes to the next loop and stays there.
+    Loop* loop = loops_[next_loop_++ % loops_.size()].get();
+    acceptor_->async_accept(loop->ioc, [this, loop](beast::error_code ec, Socket socket) {
       if (ec) {
-        if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
+        if (ec == net::error::operation_aborted || !acceptor_->is_open()) return;
         // Persistent errors (EMFILE, ENFILE, ENOBUFS) fail again at once:
         // back off instead of spinning a thread and flooding the log.
         CountConnectionError("accept");
         log::Warn("accept failed; retrying in 100 ms", {{"error", ec.message()}});
-        accept_retry_.expires_after(std::chrono::milliseconds(100));
-        accept_retry_.async_wait([this](beast::error_code e) {
-          if (!e && acceptor_.is_open()) Accept();
+        accept_retry_->expires_after(std::chrono::milliseconds(100));
+        accept_retry_->async_wait([this](beast::error_code e) {
+          if (!e && acceptor_->is_open()) Accept();
         });
         return;
       }
       if (!draining_) {
         beast::error_code ignored;
         socket.set_option(tcp::no_delay(true), ignored);
-        std::make_shared<Session>(std::move(socket), this)->Start();
+        std::make_shared<Session>(std::move(socket), loop, this)->Start();
       }
       Accept();
     });
   }
 
-  // Declaration order matters: ioc_ is destroyed before the members that
-  // the sessions it still holds touch in their destructors (mu_, sessions_,
-  // metrics), and acceptor_ before ioc_.
+  // Declaration order matters: the loops are destroyed before the members
+  // that the sessions they still hold touch in their destructors (mu_,
+  // sessions_, metrics), and the acceptor before the loops.
   ServerOptions options_;
   Handler handler_;
   std::shared_ptr<prometheus::Registry> own_registry_;
@@ -233,16 +271,16 @@ class ServerImpl final : public Server {
   std::atomic<bool> draining_{false};
   std::atomic<bool> stopped_{false};
   uint16_t port_ = 0;
-  net::io_context ioc_;
-  // Keeps run() going while a request waits for its Responder, which is no
-  // pending I/O: without it the threads could exit under a drain.
-  net::executor_work_guard<net::io_context::executor_type> work_{ioc_.get_executor()};
-  tcp::acceptor acceptor_;
-  net::steady_timer accept_retry_{acceptor_.get_executor()};
-  std::vector<std::thread> threads_;
+  std::vector<std::unique_ptr<Loop>> loops_;
+  size_t next_loop_ = 0;  // on loop 0's thread (accept handlers) or before it runs
+  std::optional<net::basic_socket_acceptor<tcp, Executor>> acceptor_;
+  std::optional<net::basic_waitable_timer<std::chrono::steady_clock, net::wait_traits<std::chrono::steady_clock>,
+                                          Executor>>
+      accept_retry_;
 };
 
-Session::Session(tcp::socket socket, ServerImpl* server) : stream_(std::move(socket)), server_(server) {
+Session::Session(Socket socket, Loop* loop, ServerImpl* server)
+    : stream_(std::move(socket)), loop_(loop), server_(server) {
   server_->Register(this);
 }
 
@@ -329,12 +367,31 @@ void Session::OnReadError(beast::error_code ec) {
 }
 
 void Session::Respond(Response response) {
-  net::dispatch(stream_.get_executor(), [self = shared_from_this(), response = std::move(response)]() mutable {
-    self->server_->ObserveLatency(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - self->started_).count());
-    bool close = !self->request_keep_alive_ || self->server_->draining();
-    self->Write(std::move(response), close);
-  });
+  if (loop_->ioc.get_executor().running_in_this_thread()) return WriteResponse(std::move(response));
+  bool post = false;
+  {
+    std::lock_guard lock(loop_->mailbox_mu);
+    loop_->mailbox.emplace_back(shared_from_this(), std::move(response));
+    post = !loop_->drain_posted;
+    loop_->drain_posted = true;
+  }
+  if (post) net::post(loop_->ioc, [loop = loop_] { DrainMailbox(loop); });
+}
+
+void Session::DrainMailbox(Loop* loop) {
+  std::vector<std::pair<std::shared_ptr<Session>, Response>> items;
+  {
+    std::lock_guard lock(loop->mailbox_mu);
+    items.swap(loop->mailbox);
+    loop->drain_posted = false;
+  }
+  for (auto& [session, response] : items) session->WriteResponse(std::move(response));
+}
+
+void Session::WriteResponse(Response response) {
+  server_->ObserveLatency(std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+  bool close = !request_keep_alive_ || server_->draining();
+  Write(std::move(response), close);
 }
 
 void Session::Write(Response response, bool close) {

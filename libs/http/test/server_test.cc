@@ -4,7 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "prometheus/text_serializer.h"
@@ -34,6 +36,13 @@ class ServerTest : public ::testing::Test {
         r.Send(MakeResponse(202, "late", "text/plain"));
       }).detach();
     });
+    router_.Add(bhttp::verb::post, "/held", [this](Request&& req, Responder r) {
+      // Held until the test answers them all at once from its own thread,
+      // as one Kafka delivery report completes a burst of requests.
+      std::lock_guard lock(held_mu_);
+      held_.emplace_back(req.body(), std::move(r));
+      held_cv_.notify_all();
+    });
     AddOpsRoutes(router_, registry_, [] { return true; });
     auto server = Server::Start(options, router_.AsHandler(), &registry_);
     ASSERT_TRUE(server.ok()) << server.status();
@@ -44,6 +53,9 @@ class ServerTest : public ::testing::Test {
   prometheus::Registry registry_;
   Router router_;
   std::promise<void> slow_started_;
+  std::mutex held_mu_;
+  std::condition_variable held_cv_;
+  std::vector<std::pair<std::string, Responder>> held_;
   std::unique_ptr<Server> server_;
 };
 
@@ -123,6 +135,35 @@ TEST_F(ServerTest, ExpectContinueIsAnswered) {
                                   5s);
   EXPECT_THAT(reply, HasSubstr("HTTP/1.1 100 Continue"));
   EXPECT_THAT(reply, HasSubstr("HTTP/1.1 200"));
+}
+
+TEST_F(ServerTest, BurstOfResponsesFromAnotherThreadEachReachTheirOwnConnection) {
+  ServerOptions options;
+  options.threads = 3;  // connections spread over several loops
+  StartServer(options);
+  constexpr int kClients = 40;
+  std::vector<std::future<relay::testing::HttpResult>> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(std::async(std::launch::async, [port = server_->port(), i] {
+      HttpClient client("127.0.0.1", port, 10s);
+      return client.Post("/held", {}, "request-" + std::to_string(i));
+    }));
+  }
+  {
+    std::unique_lock lock(held_mu_);
+    ASSERT_TRUE(held_cv_.wait_for(lock, 10s, [&] { return held_.size() == kClients; })) << held_.size();
+  }
+  // One foreign thread answers every request back to back.
+  std::thread([this] {
+    std::lock_guard lock(held_mu_);
+    for (auto& [body, responder] : held_) responder.Send(MakeResponse(202, "answer-to-" + body, "text/plain"));
+  }).join();
+  for (int i = 0; i < kClients; ++i) {
+    auto r = clients[i].get();
+    EXPECT_EQ(r.status, 202) << r.error;
+    EXPECT_EQ(r.body, "answer-to-request-" + std::to_string(i));
+  }
+  EXPECT_THAT(Metrics(), HasSubstr("relay_http_responses_total{code=\"202\"} 40"));
 }
 
 TEST_F(ServerTest, ShutdownFinishesRequestsInFlightThenRefusesNewConnections) {
