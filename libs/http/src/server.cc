@@ -64,6 +64,11 @@ struct Loop {
   std::vector<std::pair<std::shared_ptr<Session>, Response>> mailbox;
   bool drain_posted = false;  // a drain is posted and has not taken the mailbox yet
   std::thread thread;
+  // Member order: the mailbox is declared after ioc and so destroyed first:
+  // the sockets of sessions it may still hold close while their io_context
+  // exists. No
+  // handler posted to ioc owns a Responder (they hold Sessions), so none
+  // can reach the mailbox while ioc is destroyed.
 };
 
 using Executor = net::io_context::executor_type;
@@ -138,8 +143,8 @@ class ServerImpl final : public Server {
                   .Register(*registry_)
                   .Add({})) {
     for (int i = 0; i < options_.threads; ++i) loops_.push_back(std::make_unique<Loop>());
-    acceptor_.emplace(loops_[0]->ioc);
-    accept_retry_.emplace(loops_[0]->ioc);
+    acceptor_.emplace(accept_loop_.ioc);
+    accept_retry_.emplace(accept_loop_.ioc);
   }
 
   ~ServerImpl() override {
@@ -161,6 +166,7 @@ class ServerImpl final : public Server {
     }
     port_ = acceptor_->local_endpoint().port();
     Accept();
+    accept_loop_.thread = std::thread([this] { accept_loop_.ioc.run(); });
     for (auto& loop : loops_) loop->thread = std::thread([l = loop.get()] { l->ioc.run(); });
     return absl::OkStatus();
   }
@@ -191,11 +197,13 @@ class ServerImpl final : public Server {
       log::Warn("http drain deadline passed", {{"open_connections", static_cast<int64_t>(sessions_.size())}});
     }
     lock.unlock();
-    for (auto& loop : loops_) {
+    std::vector<Loop*> all{&accept_loop_};
+    for (auto& loop : loops_) all.push_back(loop.get());
+    for (Loop* loop : all) {
       loop->work.reset();
       loop->ioc.stop();
     }
-    for (auto& loop : loops_) {
+    for (Loop* loop : all) {
       if (loop->thread.joinable()) loop->thread.join();
     }
   }
@@ -255,7 +263,7 @@ class ServerImpl final : public Server {
 
   // Declaration order matters: the loops are destroyed before the members
   // that the sessions they still hold touch in their destructors (mu_,
-  // sessions_, metrics), and the acceptor before the loops.
+  // sessions_, metrics), and the acceptor and its timer before their loop.
   ServerOptions options_;
   Handler handler_;
   std::shared_ptr<prometheus::Registry> own_registry_;
@@ -272,7 +280,11 @@ class ServerImpl final : public Server {
   std::atomic<bool> stopped_{false};
   uint16_t port_ = 0;
   std::vector<std::unique_ptr<Loop>> loops_;
-  size_t next_loop_ = 0;  // on loop 0's thread (accept handlers) or before it runs
+  // Accepting has a loop and thread of its own: on a serving loop, one slow
+  // request (the HMAC of a 25 MB body, a /metrics scrape) would hold up
+  // every new connection, whichever loop it was bound for.
+  Loop accept_loop_;
+  size_t next_loop_ = 0;  // on accept_loop_'s thread, or before it runs
   std::optional<net::basic_socket_acceptor<tcp, Executor>> acceptor_;
   std::optional<net::basic_waitable_timer<std::chrono::steady_clock, net::wait_traits<std::chrono::steady_clock>,
                                           Executor>>

@@ -43,6 +43,12 @@ class ServerTest : public ::testing::Test {
       held_.emplace_back(req.body(), std::move(r));
       held_cv_.notify_all();
     });
+    router_.Add(bhttp::verb::post, "/busy", [this](Request&&, Responder r) {
+      // Blocks its loop, as CPU-heavy work on a large body would.
+      busy_started_.set_value();
+      std::this_thread::sleep_for(1500ms);
+      r.Send(MakeResponse(200, "done", "text/plain"));
+    });
     AddOpsRoutes(router_, registry_, [] { return true; });
     auto server = Server::Start(options, router_.AsHandler(), &registry_);
     ASSERT_TRUE(server.ok()) << server.status();
@@ -53,10 +59,13 @@ class ServerTest : public ::testing::Test {
   prometheus::Registry registry_;
   Router router_;
   std::promise<void> slow_started_;
+  std::promise<void> busy_started_;
   std::mutex held_mu_;
   std::condition_variable held_cv_;
-  std::vector<std::pair<std::string, Responder>> held_;
   std::unique_ptr<Server> server_;
+  // After server_: responders still held when a test fails are dropped
+  // (answering 500) while the server is alive.
+  std::vector<std::pair<std::string, Responder>> held_;
 };
 
 TEST_F(ServerTest, KeepAliveServesManyRequestsOnOneConnection) {
@@ -164,6 +173,43 @@ TEST_F(ServerTest, BurstOfResponsesFromAnotherThreadEachReachTheirOwnConnection)
     EXPECT_EQ(r.body, "answer-to-request-" + std::to_string(i));
   }
   EXPECT_THAT(Metrics(), HasSubstr("relay_http_responses_total{code=\"202\"} 40"));
+}
+
+TEST_F(ServerTest, ABlockedLoopDoesNotDelayNewConnectionsOnOtherLoops) {
+  ServerOptions options;
+  options.threads = 2;
+  StartServer(options);
+  auto busy = std::async(std::launch::async, [port = server_->port()] {
+    HttpClient client("127.0.0.1", port, 10s);
+    return client.Post("/busy", {}, "x");
+  });
+  busy_started_.get_future().wait();
+  // The next connection is bound for the other loop; accepting it must not
+  // wait for the blocked one.
+  auto started = std::chrono::steady_clock::now();
+  HttpClient other("127.0.0.1", server_->port(), 10s);
+  EXPECT_EQ(other.Post("/echo", {}, "quick").status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 1000ms);
+  EXPECT_EQ(busy.get().status, 200);
+}
+
+TEST_F(ServerTest, ResponderDroppedOnAnotherThreadAnswers500AndTheConnectionStaysUsable) {
+  StartServer();
+  HttpClient client("127.0.0.1", server_->port(), 10s);
+  for (int round = 0; round < 10; ++round) {
+    auto pending = std::async(std::launch::async, [&] { return client.Post("/held", {}, "x"); });
+    {
+      std::unique_lock lock(held_mu_);
+      ASSERT_TRUE(held_cv_.wait_for(lock, 10s, [&] { return held_.size() == 1; }));
+    }
+    std::thread([&, round] {
+      std::lock_guard lock(held_mu_);
+      if (round % 2 == 0) held_[0].second.Send(MakeResponse(202, "ok", "text/plain"));
+      held_.clear();  // unsent on odd rounds: the destructor answers 500
+    }).join();
+    EXPECT_EQ(pending.get().status, round % 2 == 0 ? 202 : 500);
+    EXPECT_EQ(client.Post("/echo", {}, "again").status, 200);  // same keep-alive connection
+  }
 }
 
 TEST_F(ServerTest, ShutdownFinishesRequestsInFlightThenRefusesNewConnections) {
