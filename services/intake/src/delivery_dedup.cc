@@ -1,9 +1,18 @@
 #include "delivery_dedup.h"
 
+#include <algorithm>
+
 namespace relay::intake {
 
 DeliveryDedup::DeliveryDedup(const Clock* clock, std::chrono::milliseconds window, size_t max_entries)
-    : clock_(clock), window_(window), max_entries_(max_entries) {}
+    : clock_(clock), window_(window), max_entries_(max_entries) {
+  // Sized for the cap up front: growing rehashes every id under mu_, and
+  // at 458k ids that took 59 ms, a stall of every HTTP thread (it showed as
+  // a 17 ms p99 in the intake benchmark). The slots are untouched virtual
+  // memory until used. Past kMaxReserved, growth rehashes again.
+  constexpr size_t kMaxReserved = size_t{1} << 22;
+  entries_.reserve(std::min(max_entries_, kMaxReserved) + kInFlightHeadroom);
+}
 
 void DeliveryDedup::ExpireLocked(std::chrono::steady_clock::time_point now) {
   while (!order_.empty() && (order_.front().first + window_ <= now || order_.size() > max_entries_)) {
@@ -39,6 +48,11 @@ void DeliveryDedup::Finish(const std::string& delivery_id, bool durable) {
     }
   }
   for (auto& w : waiters) std::move(w)(durable);
+}
+
+size_t DeliveryDedup::capacity() const {
+  std::lock_guard lock(mu_);
+  return entries_.capacity();
 }
 
 size_t DeliveryDedup::size() const {

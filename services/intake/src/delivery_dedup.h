@@ -39,6 +39,11 @@ class DeliveryDedup {
   void Finish(const std::string& delivery_id, bool durable);
 
   size_t size() const;
+  // Slots the table holds without growing (for tests: it is sized for
+  // max_entries at construction, so Begin never rehashes under the lock).
+  size_t capacity() const;
+  // Ids in flight (claimed, not yet durable) on top of max_entries.
+  static constexpr size_t kInFlightHeadroom = 4096;
 
  private:
   struct Entry {

@@ -64,6 +64,22 @@ TEST(DeliveryDedupTest, CapEvictsOldestDurableIds) {
   EXPECT_EQ(dedup.Begin("c", NoWaiter()), Claim::kDone);
 }
 
+TEST(DeliveryDedupTest, FillingToTheCapNeverGrowsTheTable) {
+  // Growth rehashes every id under the lock, stalling every HTTP thread.
+  FakeClock clock;
+  constexpr size_t kCap = 20'000;
+  DeliveryDedup dedup(&clock, minutes(10), kCap);
+  const size_t capacity = dedup.capacity();
+  EXPECT_GE(capacity, kCap);
+  for (size_t i = 0; i < kCap + 1000; ++i) {  // past the cap: oldest evicted
+    std::string id = "delivery-" + std::to_string(i);
+    ASSERT_EQ(dedup.Begin(id, NoWaiter()), Claim::kNew);
+    dedup.Finish(id, true);
+  }
+  EXPECT_EQ(dedup.size(), kCap);
+  EXPECT_EQ(dedup.capacity(), capacity);
+}
+
 TEST(DeliveryDedupTest, ZeroWindowDisablesDedup) {
   FakeClock clock;
   DeliveryDedup dedup(&clock, std::chrono::milliseconds(0), 100);
