@@ -130,6 +130,12 @@ class KafkaProducer final : public Producer {
         // Reconnect within a second of a broker coming back (default backoff
         // grows to 10 s), so requests stop failing soon after an outage.
         {"reconnect.backoff.max.ms", "1000"},
+        // librdkafka leaves Nagle on: a produce request written in several
+        // segments can then wait for the broker's ACK of the previous one.
+        // Every relay producer answers someone only after the ack, so
+        // latency wins over packet count. Measured in intake: responses
+        // within 10 ms at 16k req/s rose from 97-99% to 99.0-99.5%.
+        {"socket.nagle.disable", "true"},
         // Only the delivery reports we need: every one, success or not.
         {"delivery.report.only.error", "false"},
     };
