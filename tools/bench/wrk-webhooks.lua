@@ -5,6 +5,18 @@
 local requests = {}
 local counter = 0
 
+-- Each wrk thread runs init() in its own Lua state with the same unseeded
+-- math.random, so ids drawn there repeat across threads (half the requests
+-- were answered 200 duplicate, never produced). setup() runs once per
+-- thread in the main state: it hands each thread its own id space.
+local threads = 0
+local run = tostring(os.time())
+function setup(thread)
+  threads = threads + 1
+  thread:set("thread_id", threads)
+  thread:set("run_id", run)
+end
+
 function init(args)
   local dir = args[1]
   for line in io.lines(dir .. "/manifest.tsv") do
@@ -14,7 +26,7 @@ function init(args)
     f:close()
     requests[#requests + 1] = {event = event, sig = sig, body = body}
   end
-  counter = math.random(1, 1000000000) * 1000
+  prefix = "wrk-" .. run_id .. "-" .. thread_id .. "-"
 end
 
 function request()
@@ -23,7 +35,7 @@ function request()
   return wrk.format("POST", nil, {
     ["Content-Type"] = "application/json",
     ["X-GitHub-Event"] = r.event,
-    ["X-GitHub-Delivery"] = "wrk-" .. counter,
+    ["X-GitHub-Delivery"] = prefix .. counter,
     ["X-Hub-Signature-256"] = r.sig,
   }, r.body)
 end
