@@ -5,7 +5,8 @@
 // - header_timeout bounds an idle keep-alive connection and the time to read
 //   the request line and headers; body_timeout bounds reading the body. A
 //   slow or truncated client is cut off, never holds a thread: all I/O is
-//   asynchronous on `threads` threads.
+//   asynchronous: `threads` event loops of one thread each, every connection
+//   pinned to one loop; accepting runs on a loop of its own.
 // - answers "Expect: 100-continue" once the headers passed the limits
 // - Shutdown(): stop accepting, close idle connections, let requests in
 //   flight finish (their responses carry Connection: close), then stop.
@@ -52,7 +53,7 @@ using Handler = std::function<void(Request&&, Responder)>;
 struct ServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // 0: the kernel picks; see Server::port()
-  int threads = 2;
+  int threads = 2;  // event loops (one thread each), plus one accepting thread
   uint64_t body_limit = 25 * 1024 * 1024;
   std::chrono::milliseconds header_timeout{10'000};
   std::chrono::milliseconds body_timeout{30'000};
