@@ -66,9 +66,9 @@ struct Loop {
   std::thread thread;
   // Member order: the mailbox is declared after ioc and so destroyed first:
   // the sockets of sessions it may still hold close while their io_context
-  // exists. No
-  // handler posted to ioc owns a Responder (they hold Sessions), so none
-  // can reach the mailbox while ioc is destroyed.
+  // exists. No handler posted to ioc owns a Responder (they hold Sessions),
+  // so none can reach the mailbox while ioc is destroyed. The accepting loop
+  // uses ioc, work and thread only.
 };
 
 using Executor = net::io_context::executor_type;

@@ -6,11 +6,14 @@ namespace relay::intake {
 
 DeliveryDedup::DeliveryDedup(const Clock* clock, std::chrono::milliseconds window, size_t max_entries)
     : clock_(clock), window_(window), max_entries_(max_entries) {
-  // Sized for the cap up front: growing rehashes every id under mu_, and
-  // at 458k ids that took 59 ms, a stall of every HTTP thread (it showed as
-  // a 17 ms p99 in the intake benchmark). The slots are untouched virtual
-  // memory until used. Past kMaxReserved, growth rehashes again.
+  // Sized for the cap up front: growing rehashes every id under mu_, a
+  // stall of every HTTP thread (59 ms at 458k ids before this reserve;
+  // tools/bench dedup_bench reports the worst Begin now). The slots are
+  // untouched virtual memory until used. Past kMaxReserved ids, growth
+  // rehashes again. The headroom is for ids in flight (claimed, not yet
+  // durable), which the cap does not count.
   constexpr size_t kMaxReserved = size_t{1} << 22;
+  constexpr size_t kInFlightHeadroom = 4096;
   entries_.reserve(std::min(max_entries_, kMaxReserved) + kInFlightHeadroom);
 }
 

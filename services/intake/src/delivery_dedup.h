@@ -42,8 +42,6 @@ class DeliveryDedup {
   // Slots the table holds without growing (for tests: it is sized for
   // max_entries at construction, so Begin never rehashes under the lock).
   size_t capacity() const;
-  // Ids in flight (claimed, not yet durable) on top of max_entries.
-  static constexpr size_t kInFlightHeadroom = 4096;
 
  private:
   struct Entry {
