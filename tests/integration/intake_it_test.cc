@@ -83,7 +83,7 @@ class Intake {
     env.emplace("RELAY_INTAKE_WEBHOOK_SECRETS", Env("RELAY_IT_SECRET"));
     log_ = dir + "/intake.log";
     process_ = std::make_unique<Subprocess>(
-        std::vector<std::string>{Env("RELAY_INTAKE_BIN"), "--port-file", port_file_}, env, log_);
+        std::vector<std::string>{Env("RELAY_IT_INTAKE_BIN"), "--port-file", port_file_}, env, log_);
     if (testing::WaitForFile(port_file_, 20s)) port_ = static_cast<uint16_t>(std::stoi(ReadFile(port_file_)));
   }
   uint16_t port() const { return port_; }
@@ -383,11 +383,11 @@ TEST_F(IntakeIT, SigtermFinishesRequestsInFlightFlushesAndExitsZero) {
 }
 
 TEST_F(IntakeIT, RefusesToStartWithoutASecretOrWithBadConfig) {
-  Subprocess no_secret({Env("RELAY_INTAKE_BIN")},
+  Subprocess no_secret({Env("RELAY_IT_INTAKE_BIN")},
                        {{"RELAY_KAFKA_BOOTSTRAP", testing::FixtureBootstrap()}, {"RELAY_INTAKE_WEBHOOK_SECRETS", ""}},
                        Env("RELAY_IT_DIR") + "/intake-config.log");
   EXPECT_EQ(no_secret.Wait(10s), 2);
-  Subprocess bad_timeout({Env("RELAY_INTAKE_BIN")},
+  Subprocess bad_timeout({Env("RELAY_IT_INTAKE_BIN")},
                          {{"RELAY_KAFKA_BOOTSTRAP", testing::FixtureBootstrap()},
                           {"RELAY_INTAKE_WEBHOOK_SECRETS", Env("RELAY_IT_SECRET")},
                           {"RELAY_HTTP_HEADER_TIMEOUT", "soon"}},
@@ -396,7 +396,7 @@ TEST_F(IntakeIT, RefusesToStartWithoutASecretOrWithBadConfig) {
   // A port already taken: a clear start failure, exit 1, no crash.
   Intake first;
   ASSERT_NE(first.port(), 0);
-  Subprocess clash({Env("RELAY_INTAKE_BIN")},
+  Subprocess clash({Env("RELAY_IT_INTAKE_BIN")},
                    {{"RELAY_KAFKA_BOOTSTRAP", testing::FixtureBootstrap()},
                     {"RELAY_INTAKE_WEBHOOK_SECRETS", Env("RELAY_IT_SECRET")},
                     {"RELAY_HTTP_LISTEN", "127.0.0.1:" + std::to_string(first.port())}},
@@ -414,7 +414,7 @@ TEST_F(IntakeIT, ShippedExampleConfigStartsTheService) {
   std::ofstream(secrets) << "# rotation: old and new\n" << Env("RELAY_IT_SECRET") << "\nanother-secret-0123456789\n";
   std::string port_file = Env("RELAY_IT_DIR") + "/example.port";
   std::remove(port_file.c_str());
-  Subprocess intake({Env("RELAY_INTAKE_BIN"), "--config", Env("RELAY_ROOT") + "/deploy/config/intake.example.yaml",
+  Subprocess intake({Env("RELAY_IT_INTAKE_BIN"), "--config", Env("RELAY_ROOT") + "/deploy/config/intake.example.yaml",
                      "--port-file", port_file},
                     {{"RELAY_HTTP_LISTEN", "127.0.0.1:0"},
                      {"RELAY_KAFKA_BOOTSTRAP", testing::FixtureBootstrap()},

@@ -40,10 +40,13 @@ absl::Status Flatten(const YAML::Node& node, const std::string& prefix,
   return absl::OkStatus();
 }
 
+// Whole text, no overflow (from_chars reports out-of-range).
 bool ParseInt(std::string_view text, int64_t* out) {
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
   return ec == std::errc() && ptr == text.data() + text.size();
 }
+
+std::string FormatMillis(std::chrono::milliseconds d) { return std::to_string(d.count()) + "ms"; }
 
 // Splits "25MB" into 25 and "MB".
 bool SplitNumberUnit(std::string_view text, int64_t* number, std::string_view* unit) {
@@ -148,7 +151,8 @@ bool Config::Bool(const std::string& key, bool def) {
   return def;
 }
 
-std::chrono::milliseconds Config::Duration(const std::string& key, std::chrono::milliseconds def) {
+std::chrono::milliseconds Config::Duration(const std::string& key, std::chrono::milliseconds def,
+                                           std::chrono::milliseconds min, std::chrono::milliseconds max) {
   auto value = Scalar(key);
   if (!value) return def;
   int64_t n = 0;
@@ -157,12 +161,19 @@ std::chrono::milliseconds Config::Duration(const std::string& key, std::chrono::
     Fail(key, "'" + *value + "' is not a duration (e.g. 250ms, 5s, 2m, 1h)");
     return def;
   }
-  if (unit.empty() || unit == "ms") return std::chrono::milliseconds(n);
-  if (unit == "s") return std::chrono::seconds(n);
-  if (unit == "m") return std::chrono::minutes(n);
-  if (unit == "h") return std::chrono::hours(n);
-  Fail(key, "unknown duration unit '" + std::string(unit) + "' (use ms, s, m, h)");
-  return def;
+  static const std::map<std::string_view, int64_t> kMillis = {
+      {"", 1}, {"ms", 1}, {"s", 1000}, {"m", 60'000}, {"h", 3'600'000}};
+  auto it = kMillis.find(unit);
+  if (it == kMillis.end()) {
+    Fail(key, "unknown duration unit '" + std::string(unit) + "' (use ms, s, m, h)");
+    return def;
+  }
+  int64_t ms = 0;
+  if (__builtin_mul_overflow(n, it->second, &ms) || ms < min.count() || ms > max.count()) {
+    Fail(key, "'" + *value + "' is outside [" + FormatMillis(min) + ", " + FormatMillis(max) + "]");
+    return def;
+  }
+  return std::chrono::milliseconds(ms);
 }
 
 int64_t Config::Bytes(const std::string& key, int64_t def, int64_t min, int64_t max) {
@@ -182,9 +193,9 @@ int64_t Config::Bytes(const std::string& key, int64_t def, int64_t min, int64_t 
     Fail(key, "unknown size unit '" + std::string(unit) + "'");
     return def;
   }
-  int64_t bytes = n * it->second;
-  if (bytes < min || bytes > max) {
-    Fail(key, std::to_string(bytes) + " bytes is outside [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(n, it->second, &bytes) || bytes < min || bytes > max) {
+    Fail(key, "'" + *value + "' is outside [" + std::to_string(min) + ", " + std::to_string(max) + "] bytes");
     return def;
   }
   return bytes;
@@ -213,6 +224,24 @@ absl::Status Config::Finish() const {
   };
   for (const auto& kv : file_scalars_) unknown(kv.first);
   for (const auto& kv : file_lists_) unknown(kv.first);
+  // RELAY_* variables in a section this service reads must name a key it
+  // read: RELAY_KAFKA_DELIVERY_TIMOUT would otherwise be ignored in silence.
+  // Variables of other sections (RELAY_IT_*, RELAY_DEV_*, another service's
+  // section) belong to other programs and pass.
+  std::set<std::string> sections, known;
+  for (const auto& key : used_) {
+    sections.insert(EnvName(key.substr(0, key.find('.'))) + "_");
+    known.insert(EnvName(key));
+  }
+  for (const auto& [name, value] : env_) {
+    if (known.count(name)) continue;
+    for (const auto& section : sections) {
+      if (name.rfind(section, 0) == 0) {
+        errors.push_back(name + ": unknown variable (no such key in this service's configuration)");
+        break;
+      }
+    }
+  }
   if (errors.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError("invalid configuration:\n  " + absl::StrJoin(errors, "\n  "));
 }

@@ -1,29 +1,233 @@
+// The librdkafka side of the consumer: a Source for LoopConsumer
+// (consumer_loop.h), which holds the logic.
 #include <librdkafka/rdkafka.h>
 
-#include <algorithm>
 #include <atomic>
-#include <future>
-#include <thread>
+#include <mutex>
 
+#include "consumer_loop.h"
+#include "rdkafka_util.h"
 #include "prometheus/counter.h"
 #include "relay/base/log.h"
 #include "relay/kafka/consumer.h"
 #include "relay/kafka/errors.h"
 
 namespace relay::kafka {
-
-bool IsPoison(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kDataLoss:
-      return true;
-    default:
-      return false;
-  }
-}
-
 namespace {
+
+using internal::TopicPartition;
+
+// A one-partition list for the calls that take lists.
+class OnePartition {
+ public:
+  OnePartition(const TopicPartition& tp, int64_t offset = RD_KAFKA_OFFSET_INVALID)
+      : list_(rd_kafka_topic_partition_list_new(1)) {
+    rd_kafka_topic_partition_list_add(list_, tp.topic.c_str(), tp.partition)->offset = offset;
+  }
+  ~OnePartition() { rd_kafka_topic_partition_list_destroy(list_); }
+  OnePartition(const OnePartition&) = delete;
+  OnePartition& operator=(const OnePartition&) = delete;
+  rd_kafka_topic_partition_list_t* get() { return list_; }
+  rd_kafka_resp_err_t err() const { return list_->elems[0].err; }
+
+ private:
+  rd_kafka_topic_partition_list_t* list_;
+};
+
+class KafkaSource final : public internal::Source {
+ public:
+  KafkaSource(ConsumerOptions options, prometheus::Registry* registry)
+      : options_(std::move(options)),
+        errors_(prometheus::BuildCounter()
+                    .Name("relay_kafka_consumer_errors_total")
+                    .Help("Errors reported by the Kafka consumer client, by librdkafka error name")
+                    .Register(*registry)) {}
+
+  ~KafkaSource() override {
+    (void)Close();
+    if (rk_) rd_kafka_destroy(rk_);
+  }
+
+  absl::Status Start() {
+    char err[512];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    std::vector<std::pair<std::string, std::string>> props = {
+        {"bootstrap.servers", options_.bootstrap},
+        {"group.id", options_.group_id},
+        {"client.id", options_.client_id},
+        // At-least-once: auto-commit only ever commits offsets we stored,
+        // and we store an offset only after the handler's effect is done.
+        {"enable.auto.commit", "true"},
+        {"enable.auto.offset.store", "false"},
+        {"auto.commit.interval.ms", std::to_string(options_.commit_interval.count())},
+        {"auto.offset.reset", options_.auto_offset_reset},
+        {"enable.partition.eof", "false"},
+        {"queued.max.messages.kbytes", std::to_string(options_.fetch_queue_kbytes)},
+        // Records up to intake's 25 MB webhooks plus envelope.
+        {"fetch.message.max.bytes", std::to_string(32 * 1024 * 1024)},
+    };
+    for (const auto& kv : options_.extra) props.emplace_back(kv);
+    for (const auto& [k, v] : props) {
+      if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
+        rd_kafka_conf_destroy(conf);
+        return absl::InvalidArgumentError("kafka consumer property " + k + ": " + err);
+      }
+    }
+    rd_kafka_conf_set_opaque(conf, this);
+    RouteLogs(conf);
+    rd_kafka_conf_set_rebalance_cb(conf, &KafkaSource::OnRebalance);
+    rd_kafka_conf_set_error_cb(conf, &KafkaSource::OnError);
+    rk_ = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+    if (!rk_) {
+      rd_kafka_conf_destroy(conf);
+      return absl::InvalidArgumentError(std::string("kafka consumer: ") + err);
+    }
+    rd_kafka_poll_set_consumer(rk_);
+    rd_kafka_topic_partition_list_t* topics = rd_kafka_topic_partition_list_new(static_cast<int>(options_.topics.size()));
+    for (const auto& t : options_.topics) rd_kafka_topic_partition_list_add(topics, t.c_str(), RD_KAFKA_PARTITION_UA);
+    rd_kafka_resp_err_t e = rd_kafka_subscribe(rk_, topics);
+    rd_kafka_topic_partition_list_destroy(topics);
+    return ToStatus(e, "subscribe");
+  }
+
+  std::optional<ConsumedRecord> Poll(std::chrono::milliseconds timeout) override {
+    rd_kafka_message_t* m = rd_kafka_consumer_poll(rk_, static_cast<int>(timeout.count()));
+    if (!m) return std::nullopt;
+    if (m->err) {
+      CountError(m->err, rd_kafka_message_errstr(m));
+      rd_kafka_message_destroy(m);
+      return std::nullopt;
+    }
+    ConsumedRecord record = internal::ToRecord(m);
+    rd_kafka_message_destroy(m);
+    {
+      std::lock_guard lock(mu_);
+      degraded_ = absl::OkStatus();  // records flow again
+    }
+    return record;
+  }
+
+  absl::Status Fatal() override {
+    char reason[512] = "";
+    rd_kafka_resp_err_t err = rd_kafka_fatal_error(rk_, reason, sizeof reason);
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return absl::OkStatus();
+    return absl::AbortedError(std::string("kafka consumer fatal error: ") + rd_kafka_err2name(err) + ": " + reason);
+  }
+
+  absl::Status Degraded() override {
+    std::lock_guard lock(mu_);
+    return degraded_;
+  }
+
+  void Store(const TopicPartition& tp, int64_t next_offset) override {
+    OnePartition list(tp, next_offset);
+    rd_kafka_resp_err_t err = rd_kafka_offsets_store(rk_, list.get());
+    // _STATE: the partition was revoked meanwhile; its new owner reprocesses
+    // the record (at-least-once), so this is not an error.
+    if (err && err != RD_KAFKA_RESP_ERR__STATE) {
+      log::Warn("offset store failed", {{"topic", tp.topic}, {"error", rd_kafka_err2name(err)}});
+    }
+  }
+
+  absl::Status Rewind(const TopicPartition& tp, int64_t offset) override {
+    OnePartition list(tp, offset);
+    rd_kafka_error_t* error = rd_kafka_seek_partitions(rk_, list.get(), 5000);
+    // The partition-level error is in the list, not only in the return value.
+    absl::Status status = absl::OkStatus();
+    if (error) {
+      status = absl::UnavailableError(std::string("seek: ") + rd_kafka_error_string(error));
+      rd_kafka_error_destroy(error);
+    } else if (list.err() != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      status = ToStatus(list.err(), "seek");
+    }
+    if (!status.ok()) {
+      log::Warn("seek failed", {{"topic", tp.topic}, {"partition", tp.partition},
+                                {"error", std::string(status.message())}});
+    }
+    return status;
+  }
+
+  void Pause(const TopicPartition& tp) override {
+    OnePartition list(tp);
+    rd_kafka_pause_partitions(rk_, list.get());
+  }
+
+  void Resume(const TopicPartition& tp) override {
+    OnePartition list(tp);
+    rd_kafka_resume_partitions(rk_, list.get());
+  }
+
+  absl::Status Close() override {
+    if (closed_ || !rk_) return absl::OkStatus();
+    closed_ = true;
+    // Commits stored offsets and leaves the group.
+    return ToStatus(rd_kafka_consumer_close(rk_), "consumer close");
+  }
+
+ private:
+  void CountError(rd_kafka_resp_err_t err, const char* reason) {
+    errors_.Add({{"error", rd_kafka_err2name(err)}}).Increment();
+    log::Warn("kafka consumer error", {{"error", rd_kafka_err2name(err)}, {"reason", reason}});
+    if (Classify(err) == ErrorClass::kPermanent) {
+      std::lock_guard lock(mu_);
+      degraded_ = ToStatus(err, "consume");
+    }
+  }
+
+  static void OnError(rd_kafka_t*, int err, const char* reason, void* opaque) {
+    // Fatal errors are also seen by Fatal(); the rest are counted and logged.
+    static_cast<KafkaSource*>(opaque)->CountError(static_cast<rd_kafka_resp_err_t>(err), reason);
+  }
+
+  static void OnRebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err,
+                          rd_kafka_topic_partition_list_t* partitions, void* opaque) {
+    auto* self = static_cast<KafkaSource*>(opaque);
+    bool cooperative = std::string_view(rd_kafka_rebalance_protocol(rk)) == "COOPERATIVE";
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+      log::Info("partitions assigned", {{"count", partitions->cnt}});
+      if (cooperative) {
+        if (auto* e = rd_kafka_incremental_assign(rk, partitions)) rd_kafka_error_destroy(e);
+      } else {
+        rd_kafka_assign(rk, partitions);
+      }
+      // A partition paused for a backoff when it was taken away comes back
+      // unpaused: its backoff went with it.
+      rd_kafka_resume_partitions(rk, partitions);
+      return;
+    }
+    // Revoked: commit what we finished before someone else owns it, so the
+    // new owner does not redo it. librdkafka's auto-commit also commits
+    // stored offsets on revoke; this synchronous commit makes the guarantee
+    // ours and visible (a failure is logged) rather than a side effect of a
+    // setting. consumer_it_test's rebalance test checks the behaviour.
+    log::Info("partitions revoked", {{"count", partitions->cnt}});
+    std::vector<TopicPartition> revoked;
+    for (int i = 0; i < partitions->cnt; ++i) {
+      revoked.push_back({partitions->elems[i].topic, partitions->elems[i].partition});
+    }
+    if (self->on_revoke_) self->on_revoke_(revoked);
+    rd_kafka_resp_err_t cerr = rd_kafka_commit(rk, nullptr, 0);
+    if (cerr && cerr != RD_KAFKA_RESP_ERR__NO_OFFSET) {
+      log::Warn("commit on revoke failed", {{"error", rd_kafka_err2name(cerr)}});
+    }
+    if (cooperative) {
+      if (auto* e = rd_kafka_incremental_unassign(rk, partitions)) rd_kafka_error_destroy(e);
+    } else {
+      rd_kafka_assign(rk, nullptr);
+    }
+  }
+
+  ConsumerOptions options_;
+  prometheus::Family<prometheus::Counter>& errors_;
+  rd_kafka_t* rk_ = nullptr;
+  bool closed_ = false;
+  std::mutex mu_;
+  absl::Status degraded_;
+};
+
+}  // namespace
+
+namespace internal {
 
 ConsumedRecord ToRecord(const rd_kafka_message_t* m) {
   ConsumedRecord r;
@@ -46,221 +250,26 @@ ConsumedRecord ToRecord(const rd_kafka_message_t* m) {
   return r;
 }
 
-class KafkaConsumer final : public Consumer {
- public:
-  KafkaConsumer(ConsumerOptions options, Producer* dead_letters, prometheus::Registry* metrics)
-      : options_(std::move(options)),
-        dead_letters_(dead_letters),
-        own_registry_(metrics ? nullptr : std::make_shared<prometheus::Registry>()),
-        registry_(metrics ? metrics : own_registry_.get()),
-        outcomes_(prometheus::BuildCounter()
-                      .Name("relay_kafka_consumed_records_total")
-                      .Help("Records handled by consumers, by outcome")
-                      .Register(*registry_)),
-        done_(outcomes_.Add({{"outcome", "done"}})),
-        dead_lettered_(outcomes_.Add({{"outcome", "dead_lettered"}})),
-        retried_(outcomes_.Add({{"outcome", "retried"}})) {}
-
-  ~KafkaConsumer() override {
-    if (rk_) rd_kafka_destroy(rk_);
-  }
-
-  absl::Status Start() {
-    char err[512];
-    rd_kafka_conf_t* conf = rd_kafka_conf_new();
-    std::vector<std::pair<std::string, std::string>> props = {
-        {"bootstrap.servers", options_.bootstrap},
-        {"group.id", options_.group_id},
-        {"client.id", options_.client_id},
-        // At-least-once: auto-commit only ever commits offsets we stored,
-        // and we store an offset only after the handler's effect is done.
-        {"enable.auto.commit", "true"},
-        {"enable.auto.offset.store", "false"},
-        {"auto.commit.interval.ms", std::to_string(options_.commit_interval.count())},
-        {"auto.offset.reset", options_.auto_offset_reset},
-        {"enable.partition.eof", "false"},
-    };
-    for (const auto& kv : options_.extra) props.emplace_back(kv);
-    for (const auto& [k, v] : props) {
-      if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
-        rd_kafka_conf_destroy(conf);
-        return absl::InvalidArgumentError("kafka consumer property " + k + ": " + err);
-      }
-    }
-    rd_kafka_conf_set_opaque(conf, this);
-    RouteLogs(conf);
-    rd_kafka_conf_set_rebalance_cb(conf, &KafkaConsumer::OnRebalance);
-    rk_ = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
-    if (!rk_) {
-      rd_kafka_conf_destroy(conf);
-      return absl::InvalidArgumentError(std::string("kafka consumer: ") + err);
-    }
-    rd_kafka_poll_set_consumer(rk_);
-    rd_kafka_topic_partition_list_t* topics = rd_kafka_topic_partition_list_new(options_.topics.size());
-    for (const auto& t : options_.topics) rd_kafka_topic_partition_list_add(topics, t.c_str(), RD_KAFKA_PARTITION_UA);
-    rd_kafka_resp_err_t e = rd_kafka_subscribe(rk_, topics);
-    rd_kafka_topic_partition_list_destroy(topics);
-    return ToStatus(e, "subscribe");
-  }
-
-  absl::Status Run(RecordHandler handler) override {
-    auto backoff = options_.retry_backoff_min;
-    while (!stop_) {
-      rd_kafka_message_t* m = rd_kafka_consumer_poll(rk_, 100);
-      if (!m) continue;
-      if (m->err) {
-        if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-          log::Warn("kafka consumer error", {{"error", rd_kafka_err2name(m->err)},
-                                             {"reason", rd_kafka_message_errstr(m)}});
-        }
-        rd_kafka_message_destroy(m);
-        continue;
-      }
-      ConsumedRecord record = ToRecord(m);
-      rd_kafka_message_destroy(m);
-      absl::Status status = handler(record);
-      if (!status.ok() && IsPoison(status)) status = DeadLetter(record, status);
-      if (status.ok()) {
-        StoreOffset(record);
-        backoff = options_.retry_backoff_min;
-        continue;
-      }
-      // Transient: rewind this partition to the record so the next poll hands
-      // it over again (a seek discards what was prefetched after it), and
-      // back off without giving up the group membership.
-      retried_.Increment();
-      log::Warn("record handling failed; will retry",
-                {{"topic", record.topic}, {"partition", record.partition},
-                 {"offset", record.offset}, {"error", std::string(status.message())},
-                 {"backoff_ms", backoff.count()}});
-      // If the partition cannot be rewound, a later record of it could be
-      // handled and its offset stored past this one, skipping it: stop
-      // instead (nothing of this record was stored; a restart redoes it).
-      bool rewound = false;
-      for (int attempt = 0; attempt < 5 && !rewound && !stop_; ++attempt) {
-        rewound = Rewind(record);
-        if (!rewound) SleepUnlessStopped(std::chrono::seconds(1));
-      }
-      if (!rewound) {
-        (void)rd_kafka_consumer_close(rk_);
-        return absl::InternalError("cannot rewind " + record.topic + "/" + std::to_string(record.partition) +
-                                   " to offset " + std::to_string(record.offset) + " after a failed record");
-      }
-      SleepUnlessStopped(backoff);
-      backoff = std::min(backoff * 2, options_.retry_backoff_max);
-    }
-    rd_kafka_resp_err_t err = rd_kafka_consumer_close(rk_);  // commits stored offsets, leaves the group
-    return ToStatus(err, "consumer close");
-  }
-
-  void Stop() override { stop_ = true; }
-
- private:
-  absl::Status DeadLetter(const ConsumedRecord& record, const absl::Status& reason) {
-    Record dlq{record.topic + options_.dead_letter_suffix, record.key, record.value, record.headers};
-    dlq.headers.push_back({kDlqReasonHeader, std::string(reason.message())});
-    dlq.headers.push_back({kDlqTopicHeader, record.topic});
-    dlq.headers.push_back({kDlqPartitionHeader, std::to_string(record.partition)});
-    dlq.headers.push_back({kDlqOffsetHeader, std::to_string(record.offset)});
-    std::promise<absl::Status> acked;
-    auto future = acked.get_future();
-    dead_letters_->Send(std::move(dlq), [&acked](absl::Status s) mutable { acked.set_value(std::move(s)); });
-    absl::Status status = future.get();
-    if (status.ok()) {
-      dead_lettered_.Increment();
-      log::Warn("record dead-lettered", {{"topic", record.topic}, {"partition", record.partition},
-                                         {"offset", record.offset}, {"reason", std::string(reason.message())}});
-    }
-    return status;
-  }
-
-  void StoreOffset(const ConsumedRecord& record) {
-    done_.Increment();
-    rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(list, record.topic.c_str(), record.partition)->offset = record.offset + 1;
-    rd_kafka_resp_err_t err = rd_kafka_offsets_store(rk_, list);
-    rd_kafka_topic_partition_list_destroy(list);
-    // _STATE: the partition was revoked meanwhile; its new owner reprocesses
-    // the record (at-least-once), so this is not an error.
-    if (err && err != RD_KAFKA_RESP_ERR__STATE) {
-      log::Warn("offset store failed", {{"error", rd_kafka_err2name(err)}});
-    }
-  }
-
-  // Seeks the record's partition back to it. True when the seek took; the
-  // partition-level error is in the list, not only in the return value.
-  bool Rewind(const ConsumedRecord& record) {
-    rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(list, record.topic.c_str(), record.partition)->offset = record.offset;
-    rd_kafka_error_t* error = rd_kafka_seek_partitions(rk_, list, 5000);
-    bool ok = !error && list->elems[0].err == RD_KAFKA_RESP_ERR_NO_ERROR;
-    if (!ok) {
-      log::Warn("seek failed", {{"topic", record.topic}, {"partition", record.partition},
-                                {"error", error ? rd_kafka_error_string(error) : rd_kafka_err2str(list->elems[0].err)}});
-    }
-    if (error) rd_kafka_error_destroy(error);
-    rd_kafka_topic_partition_list_destroy(list);
-    return ok;
-  }
-
-  void SleepUnlessStopped(std::chrono::milliseconds d) {
-    auto until = std::chrono::steady_clock::now() + d;
-    while (!stop_ && std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  }
-
-  static void OnRebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err,
-                          rd_kafka_topic_partition_list_t* partitions, void*) {
-    bool cooperative = std::string_view(rd_kafka_rebalance_protocol(rk)) == "COOPERATIVE";
-    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-      log::Info("partitions assigned", {{"count", partitions->cnt}});
-      if (cooperative) {
-        if (auto* e = rd_kafka_incremental_assign(rk, partitions)) rd_kafka_error_destroy(e);
-      } else {
-        rd_kafka_assign(rk, partitions);
-      }
-      return;
-    }
-    // Revoked: commit what we finished before someone else owns it, so the
-    // new owner does not redo it. librdkafka's auto-commit also commits
-    // stored offsets on revoke; this synchronous commit makes the guarantee
-    // ours and visible (a failure is logged) rather than a side effect of a
-    // setting. consumer_it_test's rebalance test checks the behaviour.
-    log::Info("partitions revoked", {{"count", partitions->cnt}});
-    rd_kafka_resp_err_t cerr = rd_kafka_commit(rk, nullptr, 0);
-    if (cerr && cerr != RD_KAFKA_RESP_ERR__NO_OFFSET) {
-      log::Warn("commit on revoke failed", {{"error", rd_kafka_err2name(cerr)}});
-    }
-    if (cooperative) {
-      if (auto* e = rd_kafka_incremental_unassign(rk, partitions)) rd_kafka_error_destroy(e);
-    } else {
-      rd_kafka_assign(rk, nullptr);
-    }
-  }
-
-  ConsumerOptions options_;
-  Producer* dead_letters_;
-  std::shared_ptr<prometheus::Registry> own_registry_;
-  prometheus::Registry* registry_;
-  prometheus::Family<prometheus::Counter>& outcomes_;
-  prometheus::Counter& done_;
-  prometheus::Counter& dead_lettered_;
-  prometheus::Counter& retried_;
-  rd_kafka_t* rk_ = nullptr;
-  std::atomic<bool> stop_{false};
-};
-
-}  // namespace
+}  // namespace internal
 
 absl::StatusOr<std::unique_ptr<Consumer>> NewKafkaConsumer(ConsumerOptions options, Producer* dead_letters,
                                                           prometheus::Registry* metrics) {
   if (options.group_id.empty()) return absl::InvalidArgumentError("kafka consumer: group_id is empty");
   if (options.topics.empty()) return absl::InvalidArgumentError("kafka consumer: no topics");
   if (!dead_letters) return absl::InvalidArgumentError("kafka consumer: a dead-letter producer is required");
-  auto consumer = std::make_unique<KafkaConsumer>(std::move(options), dead_letters, metrics);
-  if (auto s = consumer->Start(); !s.ok()) return s;
-  return std::unique_ptr<Consumer>(std::move(consumer));
+  for (const char* key : kProtectedConsumerProperties) {
+    if (options.extra.count(key)) {
+      return absl::InvalidArgumentError(std::string("kafka consumer property ") + key +
+                                        " is fixed by relay (offsets stored only after the effect); "
+                                        "it cannot be overridden");
+    }
+  }
+  internal::LoopOptions loop{options.dead_letter_suffix, options.retry_backoff_min, options.retry_backoff_max};
+  auto registry = internal::RegistryOrOwn(metrics);
+  auto source = std::make_unique<KafkaSource>(std::move(options), registry.get());
+  if (auto s = source->Start(); !s.ok()) return s;
+  return std::unique_ptr<Consumer>(
+      std::make_unique<internal::LoopConsumer>(std::move(source), loop, dead_letters, std::move(registry)));
 }
 
 }  // namespace relay::kafka

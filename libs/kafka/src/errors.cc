@@ -3,6 +3,7 @@
 #include <string>
 
 #include "relay/base/log.h"
+#include "relay/kafka/producer.h"
 
 namespace relay::kafka {
 
@@ -61,6 +62,17 @@ absl::Status ToStatus(rd_kafka_resp_err_t err, const char* context) {
       return absl::InvalidArgumentError(msg);
   }
   return absl::UnknownError(msg);
+}
+
+bool IsPermanentProduceError(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kPermissionDenied:
+      return true;
+    default:
+      return false;
+  }
 }
 
 void RouteLogs(rd_kafka_conf_t* conf) {

@@ -4,13 +4,33 @@
 // callback; librdkafka references the value bytes without copying them
 // (msgflags 0) and hands the Pending back in the delivery report, where it is
 // completed or, after a fatal error, queued to be sent again on a new handle.
+// A Pending is answered (its callback run) exactly once, and freed exactly
+// once, by whoever holds it last: the delivery report, or the re-send queue.
 //
-// Threads: callers of Send (any), one poll thread that serves delivery
-// reports and error/stats callbacks and is the only one that replaces the
-// librdkafka handle.
+// The delivery bound is relay's own: every unanswered Pending sits in one
+// list in Send order (which is deadline order: one timeout for all), and the
+// poll thread answers the ones whose deadline passed. librdkafka's own
+// message.timeout.ms is checked by a once-a-second scan, so it alone lets a
+// callback come up to a second late (measured: 2.0 s for a 1 s timeout), and
+// it restarts for a record re-sent on a new handle. A record answered by its
+// deadline stays with librdkafka until its report frees it.
+//
+// Threads: callers of Send (any), and one poll thread that serves delivery
+// reports and error/stats callbacks, enforces deadlines of re-sent records
+// and is the only one that replaces the librdkafka handle. Answering takes
+// the callback out of the Pending under queue_mu_, so whoever frees it never
+// races a callback still running on it. Lock order: handle_mu_ before
+// queue_mu_.
+//
+// Order across a recreation: from the moment the poll thread sees a fatal
+// error until every record of the old handle is queued again on the new one,
+// Send does not touch librdkafka: new records join the re-send queue, which
+// is produced in Send order (`seq`). So records of one key keep their order,
+// and no Send blocks on the recreation.
 #include <librdkafka/rdkafka.h>
 #include <simdjson.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -27,10 +47,18 @@
 namespace relay::kafka {
 namespace {
 
+using SteadyTime = std::chrono::steady_clock::time_point;
+
 struct Pending {
   Record record;
   DeliveryCallback done;
+  uint64_t seq = 0;       // Send order
+  SteadyTime deadline;    // first Send + delivery_timeout; holds across re-sends
   int resends = 0;
+  // The unanswered list (under queue_mu_); answered == unlinked.
+  Pending* prev = nullptr;
+  Pending* next = nullptr;
+  bool answered = false;
 };
 
 class KafkaProducer final : public Producer {
@@ -50,6 +78,11 @@ class KafkaProducer final : public Producer {
                          .Help("Producer handles replaced after a fatal librdkafka error")
                          .Register(*registry_)
                          .Add({})),
+        recreation_failures_(prometheus::BuildCounter()
+                                 .Name("relay_kafka_producer_recreation_failures_total")
+                                 .Help("Attempts to make a new producer handle that failed")
+                                 .Register(*registry_)
+                                 .Add({})),
         resent_(prometheus::BuildCounter()
                     .Name("relay_kafka_produce_resends_total")
                     .Help("Records sent again on a new handle after a fatal error")
@@ -63,14 +96,14 @@ class KafkaProducer final : public Producer {
 
   ~KafkaProducer() override {
     // Give every record its callback before the handle goes away: either the
-    // broker acknowledges it or delivery_timeout expires it.
+    // broker acknowledges it or its deadline expires it.
     (void)Flush(options_.delivery_timeout + std::chrono::seconds(2));
     stop_ = true;
     if (poller_.joinable()) poller_.join();
     rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-    rd_kafka_poll(rk_, 0);
+    DrainReports(rk_);
     rd_kafka_destroy(rk_);
-    FailResendQueue(absl::CancelledError("producer closed"));
+    FailQueue(absl::CancelledError("producer closed"));
   }
 
   absl::Status Start() {
@@ -82,10 +115,28 @@ class KafkaProducer final : public Producer {
   }
 
   void Send(Record record, DeliveryCallback done) override {
-    auto* pending = new Pending{std::move(record), std::move(done), 0};
+    auto* p = new Pending;
+    p->record = std::move(record);
+    p->done = std::move(done);
     outstanding_.fetch_add(1);
     in_flight_.Increment();
-    Produce(pending);
+    // The handle lock is held from the recreating_ check to the produce, so
+    // a recreation cannot slip in between: a Send either reaches the old
+    // handle before the swap (and is purged and queued with its seq) or sees
+    // recreating_ and queues.
+    std::shared_lock lock(handle_mu_);
+    {
+      std::lock_guard qlock(queue_mu_);
+      p->seq = next_seq_++;
+      // Taken under the lock, so the list is in deadline order.
+      p->deadline = std::chrono::steady_clock::now() + options_.delivery_timeout;
+      Link(p);
+      if (recreating_) {
+        queue_.push_back(p);
+        return;
+      }
+    }
+    Produce(rk_, p);
   }
 
   absl::Status Flush(std::chrono::milliseconds timeout) override {
@@ -104,9 +155,14 @@ class KafkaProducer final : public Producer {
     rd_kafka_test_fatal_error(rk_, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
                               "injected by TestRaiseFatalError");
   }
+  void FailRecreationsForTest(int count) { fail_recreations_ = count; }
 
  private:
   absl::StatusOr<rd_kafka_t*> NewHandle() {
+    if (fail_recreations_.load() > 0) {
+      fail_recreations_.fetch_sub(1);
+      return absl::ResourceExhaustedError("injected by TestFailRecreations");
+    }
     char err[512];
     rd_kafka_conf_t* conf = rd_kafka_conf_new();
     auto set = [&](const std::string& k, const std::string& v) -> absl::Status {
@@ -136,6 +192,12 @@ class KafkaProducer final : public Producer {
         // latency wins over packet count. Measured in intake: responses
         // within 10 ms at 16k req/s rose from 97-99% to 99.0-99.5%.
         {"socket.nagle.disable", "true"},
+        // A topic that does not exist fails its records with UNKNOWN_TOPIC
+        // (permanent: NotFound) after this long, instead of letting every
+        // one of them time out as retriable. librdkafka's default (30 s)
+        // allows for auto-created topics; relay's topics are declared and
+        // created before any service starts (deploy/kafka/topics.txt).
+        {"topic.metadata.propagation.max.ms", "1000"},
         // Only the delivery reports we need: every one, success or not.
         {"delivery.report.only.error", "false"},
     };
@@ -159,8 +221,9 @@ class KafkaProducer final : public Producer {
     return rk;
   }
 
-  void Produce(Pending* p) {
-    std::shared_lock lock(handle_mu_);
+  // Hands `p` to `rk`. The caller holds handle_mu_ (shared, or exclusive
+  // during a recreation).
+  void Produce(rd_kafka_t* rk, Pending* p) {
     rd_kafka_headers_t* headers = nullptr;
     if (!p->record.headers.empty()) {
       headers = rd_kafka_headers_new(p->record.headers.size());
@@ -171,7 +234,6 @@ class KafkaProducer final : public Producer {
     }
     // msgflags 0: librdkafka points at p->record.value instead of copying it;
     // p lives until the delivery report.
-    rd_kafka_t* rk = rk_;
     rd_kafka_resp_err_t err = rd_kafka_producev(
         rk, RD_KAFKA_V_TOPIC(p->record.topic.c_str()),
         RD_KAFKA_V_KEY(p->record.key.data(), p->record.key.size()),
@@ -179,21 +241,40 @@ class KafkaProducer final : public Producer {
         RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_OPAQUE(p), RD_KAFKA_V_END);
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return;  // headers now owned by librdkafka
     if (headers) rd_kafka_headers_destroy(headers);
-    bool fatal = Classify(err) == ErrorClass::kFatal || rd_kafka_fatal_error(rk, nullptr, 0);
-    lock.unlock();
-    if (fatal) {
-      QueueResend(p);
+    if (Classify(err) == ErrorClass::kFatal || rd_kafka_fatal_error(rk, nullptr, 0)) {
+      Requeue(p);
     } else {
       Complete(p, ToStatus(err, "produce"));
     }
   }
 
-  void Complete(Pending* p, absl::Status status) {
+  void Link(Pending* p) {  // under queue_mu_
+    p->prev = tail_;
+    (tail_ ? tail_->next : head_) = p;
+    tail_ = p;
+  }
+  void Unlink(Pending* p) {  // under queue_mu_
+    (p->prev ? p->prev->next : head_) = p->next;
+    (p->next ? p->next->prev : tail_) = p->prev;
+    p->prev = p->next = nullptr;
+  }
+
+  // Claims the right to answer `p` (under queue_mu_): its callback, or an
+  // empty one when it was answered already.
+  DeliveryCallback ClaimLocked(Pending* p) {
+    if (p->answered) return nullptr;
+    p->answered = true;
+    Unlink(p);
+    return std::move(p->done);
+  }
+
+  // Runs a claimed callback (no lock held; `p` may be gone already).
+  void RunCallback(DeliveryCallback done, absl::Status status) {
+    if (!done) return;
     // Counted here; logged by the caller, which knows what the record was
     // (one line per failure, not two, when a broker outage fails thousands).
     (status.ok() ? ok_ : failed_).Increment();
-    std::move(p->done)(std::move(status));
-    delete p;
+    std::move(done)(std::move(status));
     in_flight_.Decrement();
     if (outstanding_.fetch_sub(1) == 1) {
       std::lock_guard lock(flush_mu_);
@@ -201,75 +282,142 @@ class KafkaProducer final : public Producer {
     }
   }
 
-  void QueueResend(Pending* p) {
+  // Answers `p` unless its deadline did already, and frees it.
+  void Complete(Pending* p, absl::Status status) {
+    DeliveryCallback done;
+    {
+      std::lock_guard lock(queue_mu_);
+      done = ClaimLocked(p);
+    }
+    delete p;
+    RunCallback(std::move(done), std::move(status));
+  }
+
+  // A record the current handle could not take because it failed fatally:
+  // it waits for the next handle, unless it is out of tries or time.
+  void Requeue(Pending* p) {
     if (p->resends >= options_.max_recreations_per_record) {
       Complete(p, absl::AbortedError("record failed on " + std::to_string(p->resends + 1) +
                                      " producer instances in a row"));
       return;
     }
-    std::lock_guard lock(resend_mu_);
-    resend_.push_back(p);
+    {
+      std::lock_guard lock(queue_mu_);
+      if (!p->answered) {
+        queue_.push_back(p);
+        return;
+      }
+    }
+    delete p;  // its deadline answered it already: not worth sending again
   }
 
-  void FailResendQueue(const absl::Status& status) {
+  void FailQueue(const absl::Status& status) {
     std::vector<Pending*> items;
     {
-      std::lock_guard lock(resend_mu_);
-      items.swap(resend_);
+      std::lock_guard lock(queue_mu_);
+      items.swap(queue_);
     }
     for (auto* p : items) Complete(p, status);
   }
 
-  void PollLoop() {
-    while (!stop_) {
-      rd_kafka_poll(rk_, 50);
-      if (rd_kafka_fatal_error(rk_, nullptr, 0) != RD_KAFKA_RESP_ERR_NO_ERROR) Recreate();
-      std::vector<Pending*> items;
-      {
-        std::lock_guard lock(resend_mu_);
-        items.swap(resend_);
+  // Answers every record whose deadline passed. Queued ones are freed too;
+  // the others stay with librdkafka until their delivery report.
+  void ExpireDeadlines() {
+    auto now = std::chrono::steady_clock::now();
+    std::vector<DeliveryCallback> expired;
+    std::vector<Pending*> dropped;
+    {
+      std::lock_guard lock(queue_mu_);
+      while (head_ && head_->deadline <= now) expired.push_back(ClaimLocked(head_));
+      if (!queue_.empty()) {
+        auto keep = std::stable_partition(queue_.begin(), queue_.end(), [](Pending* p) { return !p->answered; });
+        dropped.assign(keep, queue_.end());
+        queue_.erase(keep, queue_.end());
       }
-      for (auto* p : items) {
-        ++p->resends;
-        resent_.Increment();
-        Produce(p);
+    }
+    for (auto* p : dropped) delete p;
+    for (auto& done : expired) {
+      RunCallback(std::move(done),
+                  absl::UnavailableError("not acknowledged within the delivery timeout (" +
+                                         std::to_string(options_.delivery_timeout.count()) + " ms)"));
+    }
+  }
+
+  void DrainReports(rd_kafka_t* rk) {
+    // Purge is synchronous; the purged records' reports are served by poll.
+    for (int i = 0; rd_kafka_outq_len(rk) > 0; ++i) {
+      rd_kafka_poll(rk, 50);
+      if (i > 0 && i % 100 == 0) {
+        log::Warn("producer handle still draining", {{"records", rd_kafka_outq_len(rk)}});
       }
     }
   }
 
-  // Replaces a handle that raised a fatal error. Records still in the old one
-  // are purged; their delivery reports (served below, on the old handle) see
-  // the fatal state and queue them for PollLoop to send again.
-  void Recreate() {
+  void PollLoop() {
+    SteadyTime next_attempt{};
+    while (!stop_) {
+      rd_kafka_poll(rk_, 50);
+      if (rd_kafka_fatal_error(rk_, nullptr, 0) != RD_KAFKA_RESP_ERR_NO_ERROR &&
+          std::chrono::steady_clock::now() >= next_attempt) {
+        if (!Recreate()) next_attempt = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      }
+      ExpireDeadlines();
+    }
+  }
+
+  // Replaces a handle that raised a fatal error; false when no new handle
+  // could be made (the old one stays; PollLoop tries again later and keeps
+  // serving its reports and the deadlines meanwhile).
+  bool Recreate() {
     char reason[512] = "";
     rd_kafka_resp_err_t err = rd_kafka_fatal_error(rk_, reason, sizeof reason);
     log::Error("kafka producer fatal error; recreating producer",
                {{"error", rd_kafka_err2name(err)}, {"reason", reason}});
     absl::StatusOr<rd_kafka_t*> fresh = NewHandle();
-    while (!fresh.ok() && !stop_) {
-      log::Error("kafka producer recreation failed", {{"error", std::string(fresh.status().message())}});
-      std::this_thread::sleep_for(std::chrono::seconds(1));
-      fresh = NewHandle();
+    if (!fresh.ok()) {
+      recreation_failures_.Increment();
+      log::Error("kafka producer recreation failed; retrying in 1 s",
+                 {{"error", std::string(fresh.status().message())}});
+      return false;
     }
-    if (!fresh.ok()) return;
+    {
+      std::lock_guard lock(queue_mu_);
+      recreating_ = true;  // from here on, Sends queue instead of producing
+    }
     rd_kafka_t* old = nullptr;
     {
+      // Waits for Sends already inside librdkafka; later ones see recreating_.
       std::unique_lock lock(handle_mu_);
       old = rk_;
       rk_ = *fresh;
     }
     recreations_.Increment();
+    // Every record the old handle held comes back through its delivery
+    // report and is queued (Requeue) before the old handle is destroyed.
     rd_kafka_purge(old, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-    // Every record the old handle held must come back through its delivery
-    // report (and be queued for re-send) before it is destroyed, or its
-    // callback would never run. Purge is synchronous, so this ends.
-    for (int i = 0; rd_kafka_outq_len(old) > 0; ++i) {
-      rd_kafka_poll(old, 50);
-      if (i > 0 && i % 100 == 0) {
-        log::Warn("old producer handle still draining", {{"records", rd_kafka_outq_len(old)}});
+    DrainReports(old);
+    rd_kafka_destroy(old);
+    // Re-send in Send order, then let Sends through again. New Sends may
+    // still join the queue while this runs; the loop takes them too.
+    for (;;) {
+      std::vector<Pending*> items;
+      {
+        std::lock_guard lock(queue_mu_);
+        if (queue_.empty()) {
+          recreating_ = false;
+          break;
+        }
+        items.swap(queue_);
+      }
+      std::sort(items.begin(), items.end(), [](Pending* a, Pending* b) { return a->seq < b->seq; });
+      std::shared_lock lock(handle_mu_);
+      for (auto* p : items) {
+        ++p->resends;
+        resent_.Increment();
+        Produce(rk_, p);
       }
     }
-    rd_kafka_destroy(old);
+    return true;
   }
 
   static void OnDelivery(rd_kafka_t* rk, const rd_kafka_message_t* msg, void* opaque) {
@@ -281,7 +429,7 @@ class KafkaProducer final : public Producer {
       self->Complete(p, absl::OkStatus());
     } else if (Classify(msg->err) == ErrorClass::kFatal ||
                rd_kafka_fatal_error(rk, nullptr, 0) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      self->QueueResend(p);
+      self->Requeue(p);
     } else {
       self->Complete(p, ToStatus(msg->err, "delivery"));
     }
@@ -322,6 +470,7 @@ class KafkaProducer final : public Producer {
   prometheus::Counter& ok_;
   prometheus::Counter& failed_;
   prometheus::Counter& recreations_;
+  prometheus::Counter& recreation_failures_;
   prometheus::Counter& resent_;
   prometheus::Gauge& in_flight_;
 
@@ -331,10 +480,15 @@ class KafkaProducer final : public Producer {
   std::atomic<bool> stop_{false};
   std::atomic<int> brokers_up_{0};
   std::atomic<int64_t> outstanding_{0};
+  std::atomic<int> fail_recreations_{0};
   std::mutex flush_mu_;
   std::condition_variable flush_cv_;
-  std::mutex resend_mu_;
-  std::vector<Pending*> resend_;
+  std::mutex queue_mu_;
+  uint64_t next_seq_ = 0;                      // under queue_mu_
+  bool recreating_ = false;                    // under queue_mu_
+  std::vector<Pending*> queue_;                // waiting for a new handle; under queue_mu_
+  Pending* head_ = nullptr;                    // unanswered records, oldest first; under queue_mu_
+  Pending* tail_ = nullptr;
   simdjson::dom::parser stats_parser_;  // used on the poll thread only
 };
 
@@ -343,6 +497,17 @@ class KafkaProducer final : public Producer {
 absl::StatusOr<std::unique_ptr<Producer>> NewKafkaProducer(ProducerOptions options,
                                                           prometheus::Registry* metrics) {
   if (options.bootstrap.empty()) return absl::InvalidArgumentError("kafka producer: bootstrap is empty");
+  for (const char* key : kProtectedProducerProperties) {
+    if (options.extra.count(key)) {
+      return absl::InvalidArgumentError(std::string("kafka producer property ") + key +
+                                        " is fixed by relay (idempotent, acks=all, bounded delivery); "
+                                        "it cannot be overridden");
+    }
+  }
+  if (options.delivery_timeout.count() <= 0) {
+    // librdkafka reads 0 as "no timeout": a caller would wait forever.
+    return absl::InvalidArgumentError("kafka producer: delivery_timeout must be positive");
+  }
   auto producer = std::make_unique<KafkaProducer>(std::move(options), metrics);
   if (auto s = producer->Start(); !s.ok()) return s;
   return std::unique_ptr<Producer>(std::move(producer));
@@ -350,6 +515,10 @@ absl::StatusOr<std::unique_ptr<Producer>> NewKafkaProducer(ProducerOptions optio
 
 void TestRaiseFatalError(Producer* producer) {
   static_cast<KafkaProducer*>(producer)->RaiseFatalForTest();
+}
+
+void TestFailRecreations(Producer* producer, int count) {
+  static_cast<KafkaProducer*>(producer)->FailRecreationsForTest(count);
 }
 
 }  // namespace relay::kafka

@@ -10,7 +10,9 @@
 #include <set>
 #include <thread>
 
+#include "relay/kafka/admin.h"
 #include "relay/kafka/consumer.h"
+#include "relay/kafka/reader.h"
 #include "relay/kafka/producer.h"
 #include "support/kafka_admin.h"
 #include "support/subprocess.h"
@@ -83,7 +85,7 @@ TEST(ConsumerIT, DeadLettersPoisonRetriesTransientAndCommitsOnlyWhatWasDone) {
   options.retry_backoff_min = 50ms;
   std::atomic<int> flaky_attempts{0};
   auto done = ConsumeUntil(options, producer->get(), values.size(), [&](const ConsumedRecord& r) {
-    if (r.value == "poison") return absl::InvalidArgumentError("not a webhook record");
+    if (r.value == "poison") return PoisonError("not a webhook record");
     if (r.value == "flaky" && flaky_attempts++ < 2) return absl::UnavailableError("clickhouse is down");
     EXPECT_NE(r.FindHeader("origin"), nullptr);
     return absl::OkStatus();
@@ -214,6 +216,228 @@ TEST(ConsumerIT, RebalanceCommitsOnRevokeSoTheNewOwnerRedoesNothing) {
   int redone = 0;
   for (auto& [v, n] : handled) redone += n > 1;
   EXPECT_EQ(redone, 0) << redone << " records were handled twice across the rebalance";
+}
+
+std::string NewTopic(const std::string& stem, int partitions) {
+  std::random_device rd;
+  std::string topic = "it." + stem + "." + std::to_string(rd());
+  EXPECT_EQ(relay::testing::CreateTopic(relay::testing::FixtureBootstrap(), topic, partitions), "");
+  return topic;
+}
+
+std::unique_ptr<Producer> NewProducer() {
+  ProducerOptions popts;
+  popts.bootstrap = relay::testing::FixtureBootstrap();
+  auto producer = NewKafkaProducer(popts, nullptr);
+  EXPECT_TRUE(producer.ok()) << producer.status();
+  return std::move(*producer);
+}
+
+ConsumerOptions Options(const std::string& topic, const std::string& group) {
+  std::random_device rd;
+  ConsumerOptions options;
+  options.bootstrap = relay::testing::FixtureBootstrap();
+  options.group_id = group + "-" + std::to_string(rd());
+  options.topics = {topic};
+  options.retry_backoff_min = 50ms;
+  return options;
+}
+
+TEST(ConsumerIT, BatchesOnTheRealBrokerStoreOffsetsOnlyAfterTheirEffect) {
+  std::string topic = NewTopic("batch", 3);
+  auto producer = NewProducer();
+  std::vector<std::string> values;
+  for (int i = 0; i < 1000; ++i) values.push_back("b" + std::to_string(i));
+  ProduceAll(*producer, topic, values);
+  ConsumerOptions options = Options(topic, "it-batch");
+  auto consumer = NewKafkaConsumer(options, producer.get(), nullptr);
+  ASSERT_TRUE(consumer.ok());
+  std::set<std::string> handled;
+  size_t largest = 0;
+  int failures = 0;
+  BatchOptions bo;
+  bo.max_records = 300;
+  bo.max_wait = 200ms;
+  std::thread runner([&] {
+    auto s = (*consumer)->RunBatches(bo, [&](Batch& b) -> absl::Status {
+      if (failures++ == 1) return absl::UnavailableError("insert failed once");  // the second batch comes again
+      largest = std::max(largest, b.records().size());
+      for (const auto& r : b.records()) handled.insert(r.value);
+      if (handled.size() == values.size()) (*consumer)->Stop();
+      return absl::OkStatus();
+    });
+    EXPECT_TRUE(s.ok()) << s;
+  });
+  runner.join();
+  EXPECT_EQ(handled.size(), values.size());
+  EXPECT_LE(largest, 300u);
+  EXPECT_GT(largest, 1u);
+  // Everything was committed: the group sees nothing more.
+  ProduceAll(*producer, topic, {"after"});
+  std::set<std::string> seen;
+  ConsumeUntil(options, producer.get(), 1, [&](const ConsumedRecord& r) {
+    seen.insert(r.value);
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(seen, std::set<std::string>{"after"});
+}
+
+TEST(ConsumerIT, ABackoffDoesNotHoldUpARebalance) {
+  std::string topic = NewTopic("backoff", 4);
+  auto producer = NewProducer();
+  std::vector<std::string> values;
+  for (int i = 0; i < 40; ++i) values.push_back("x" + std::to_string(i));
+  ProduceAll(*producer, topic, values);
+  ConsumerOptions options = Options(topic, "it-backoff");
+  // A fails everything, with a backoff far longer than the rebalance may
+  // take: while paused it must go on polling, so B's join completes.
+  options.retry_backoff_min = 30s;
+  options.retry_backoff_max = 30s;
+  auto a = NewKafkaConsumer(options, producer.get(), nullptr);
+  ASSERT_TRUE(a.ok());
+  std::atomic<int> a_attempts{0};
+  std::thread run_a([&] {
+    EXPECT_TRUE((*a)->Run([&](const ConsumedRecord&) {
+                  ++a_attempts;
+                  return absl::UnavailableError("downstream down");
+                }).ok());
+  });
+  while (a_attempts < 4) std::this_thread::sleep_for(10ms);  // every partition failed once and is paused
+  auto b = NewKafkaConsumer(options, producer.get(), nullptr);
+  ASSERT_TRUE(b.ok());
+  auto joined = std::chrono::steady_clock::now();
+  std::atomic<bool> b_got_one{false};
+  std::chrono::steady_clock::time_point first;
+  std::thread run_b([&] {
+    EXPECT_TRUE((*b)->Run([&](const ConsumedRecord&) {
+                  if (!b_got_one.exchange(true)) first = std::chrono::steady_clock::now();
+                  return absl::OkStatus();
+                }).ok());
+  });
+  auto deadline = joined + 25s;
+  while (!b_got_one && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  (*a)->Stop();
+  (*b)->Stop();
+  run_a.join();
+  run_b.join();
+  ASSERT_TRUE(b_got_one) << "B got no partition within 25 s";
+  // The rebalance takes a few seconds on this broker, not A's 30 s backoff.
+  EXPECT_LT(first - joined, 15s);
+}
+
+TEST(ConsumerIT, FatalErrorStopsTheConsumerAndHealthSaysWhy) {
+  std::string topic = NewTopic("fatal", 1);
+  auto producer = NewProducer();
+  ConsumerOptions options = Options(topic, "it-fatal");
+  // Static membership: a second member with the same instance id fences
+  // the first, which librdkafka reports as a fatal error.
+  options.extra["group.instance.id"] = "relay-it-instance";
+  auto a = NewKafkaConsumer(options, producer.get(), nullptr);
+  ASSERT_TRUE(a.ok());
+  absl::Status a_result;
+  std::thread run_a([&] { a_result = (*a)->Run([](const ConsumedRecord&) { return absl::OkStatus(); }); });
+  std::this_thread::sleep_for(3s);  // A joins first
+  auto b = NewKafkaConsumer(options, producer.get(), nullptr);
+  ASSERT_TRUE(b.ok());
+  std::thread run_b([&] { (void)(*b)->Run([](const ConsumedRecord&) { return absl::OkStatus(); }); });
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while ((*a)->Health().ok() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  (*b)->Stop();
+  run_b.join();
+  (*a)->Stop();
+  run_a.join();
+  EXPECT_TRUE(absl::IsAborted(a_result)) << a_result;
+  EXPECT_THAT(std::string(a_result.message()), ::testing::HasSubstr("FENCED"));
+  EXPECT_FALSE((*a)->Health().ok());
+}
+
+TEST(ConsumerIT, MissingDeadLetterTopicStopsTheConsumerWithoutSkipping) {
+  std::string topic = NewTopic("nodlq", 1);  // and no <topic>.dlq
+  auto producer = NewProducer();
+  ProduceAll(*producer, topic, {"poison", "next"});
+  ConsumerOptions options = Options(topic, "it-nodlq");
+  auto consumer = NewKafkaConsumer(options, producer.get(), nullptr);
+  ASSERT_TRUE(consumer.ok());
+  std::vector<std::string> seen;
+  absl::Status result;
+  std::thread runner([&] {
+    result = (*consumer)->Run([&](const ConsumedRecord& r) {
+      seen.push_back(r.value);
+      return r.value == "poison" ? PoisonError("bad") : absl::OkStatus();
+    });
+  });
+  auto deadline = std::chrono::steady_clock::now() + 40s;
+  while ((*consumer)->Health().ok() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  absl::Status health = (*consumer)->Health();
+  (*consumer)->Stop();
+  runner.join();
+  EXPECT_FALSE(health.ok());
+  EXPECT_THAT(std::string(health.message()), ::testing::HasSubstr(topic + ".dlq"));
+  for (const auto& v : seen) EXPECT_EQ(v, "poison") << "a record past the poison one was handled";
+  // Nothing was committed: the group starts at the poison record again.
+  std::vector<std::string> again;
+  auto fresh = NewKafkaConsumer(options, producer.get(), nullptr);
+  ASSERT_TRUE(fresh.ok());
+  std::thread t([&] {
+    (void)(*fresh)->Run([&](const ConsumedRecord& r) {
+      again.push_back(r.value);
+      (*fresh)->Stop();
+      return absl::UnavailableError("just looking");
+    });
+  });
+  t.join();
+  ASSERT_FALSE(again.empty());
+  EXPECT_EQ(again[0], "poison");
+}
+
+TEST(ReaderIT, ReadsToTheEndSeenAtTheStartAndAdminDescribesTopics) {
+  std::string topic = NewTopic("reader", 3);
+  auto producer = NewProducer();
+  std::vector<std::string> values;
+  for (int i = 0; i < 300; ++i) values.push_back("r" + std::to_string(i));
+  ProduceAll(*producer, topic, values);
+  ReaderOptions ro;
+  ro.bootstrap = relay::testing::FixtureBootstrap();
+  ro.timeout = 30s;
+  auto reader = NewKafkaTopicReader(ro);
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ(*(*reader)->Partitions(topic), 3);
+  std::set<std::string> seen;
+  std::map<int32_t, int64_t> last_offset;
+  auto end = (*reader)->ReadToEnd(topic, {}, [&](const ConsumedRecord& r) {
+    seen.insert(r.value);
+    EXPECT_GT(r.offset + 1, last_offset[r.partition]) << "offsets must rise within a partition";
+    last_offset[r.partition] = r.offset + 1;
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_EQ(seen.size(), values.size());
+  int64_t total = 0;
+  for (auto& [p, o] : *end) total += o;
+  EXPECT_EQ(total, 300);
+  // One partition only; and a second read sees the same (nothing consumed).
+  size_t one = 0;
+  ASSERT_TRUE((*reader)->ReadToEnd(topic, {1}, [&](const ConsumedRecord& r) {
+                EXPECT_EQ(r.partition, 1);
+                ++one;
+                return absl::OkStatus();
+              }).ok());
+  EXPECT_EQ(static_cast<int64_t>(one), (*end)[1]);
+  EXPECT_TRUE(absl::IsNotFound((*reader)->ReadToEnd("it.no.such.topic", {}, [](const ConsumedRecord&) {
+                                  return absl::OkStatus();
+                                }).status()));
+
+  auto admin = NewKafkaAdmin(relay::testing::FixtureBootstrap(), "it-admin");
+  ASSERT_TRUE(admin.ok());
+  auto webhooks = (*admin)->DescribeTopic("github.webhooks", 10s);
+  ASSERT_TRUE(webhooks.ok()) << webhooks.status();
+  EXPECT_EQ(webhooks->partitions, 6);
+  EXPECT_EQ(webhooks->replication_factor, 1);
+  EXPECT_TRUE(webhooks->configs.count("max.message.bytes"));
+  EXPECT_TRUE(CheckTopicAccepts(*webhooks, 25 * 1024 * 1024).ok()) << CheckTopicAccepts(*webhooks, 25 * 1024 * 1024);
+  EXPECT_TRUE(absl::IsNotFound((*admin)->DescribeTopic("it.no.such.topic", 10s).status()));
 }
 
 }  // namespace

@@ -1,5 +1,10 @@
 #include "relay/kafka/errors.h"
 
+#include "relay/kafka/admin.h"
+#include "relay/kafka/consumer.h"
+#include "relay/kafka/producer.h"
+#include "relay/kafka/testing/fake_producer.h"
+
 #include <gtest/gtest.h>
 
 namespace relay::kafka {
@@ -25,6 +30,47 @@ TEST(KafkaErrorsTest, StatusCodesFollowTheClass) {
   EXPECT_TRUE(absl::IsPermissionDenied(ToStatus(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, "x")));
   EXPECT_TRUE(absl::IsInvalidArgument(ToStatus(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, "x")));
   EXPECT_NE(ToStatus(RD_KAFKA_RESP_ERR__MSG_TIMED_OUT, "produce").message().find("produce"), std::string::npos);
+}
+
+TEST(KafkaErrorsTest, PermanentProduceErrorsAreTheOnesRetryingCannotFix) {
+  EXPECT_TRUE(IsPermanentProduceError(ToStatus(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, "x")));
+  EXPECT_TRUE(IsPermanentProduceError(ToStatus(RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC, "x")));
+  EXPECT_TRUE(IsPermanentProduceError(ToStatus(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, "x")));
+  EXPECT_FALSE(IsPermanentProduceError(ToStatus(RD_KAFKA_RESP_ERR__MSG_TIMED_OUT, "x")));
+  EXPECT_FALSE(IsPermanentProduceError(absl::AbortedError("failed on 4 producer instances")));
+}
+
+TEST(KafkaOptionsTest, ExtraPropertiesCannotWeakenTheGuarantees) {
+  for (const char* key : {"acks", "enable.idempotence", "message.timeout.ms", "max.in.flight"}) {
+    ProducerOptions options;
+    options.bootstrap = "127.0.0.1:1";
+    options.extra[key] = "1";
+    auto producer = NewKafkaProducer(options, nullptr);
+    ASSERT_FALSE(producer.ok()) << key;
+    EXPECT_NE(producer.status().message().find(key), std::string::npos) << producer.status();
+  }
+  ProducerOptions zero;
+  zero.bootstrap = "127.0.0.1:1";
+  zero.delivery_timeout = std::chrono::milliseconds(0);  // librdkafka: "forever"
+  EXPECT_FALSE(NewKafkaProducer(zero, nullptr).ok());
+  ConsumerOptions consumer;
+  consumer.bootstrap = "127.0.0.1:1";
+  consumer.group_id = "g";
+  consumer.topics = {"t"};
+  consumer.extra["enable.auto.offset.store"] = "true";
+  testing::FakeProducer dlq;
+  EXPECT_FALSE(NewKafkaConsumer(consumer, &dlq, nullptr).ok());
+}
+
+TEST(KafkaAdminTest, TopicMustTakeTheLargestRecordPlusBatchOverhead) {
+  TopicDescription topic{"github.webhooks", 6, 3, {{"max.message.bytes", "1048588"}}};
+  absl::Status small = CheckTopicAccepts(topic, 25 * 1024 * 1024);
+  EXPECT_TRUE(absl::IsFailedPrecondition(small));
+  EXPECT_NE(small.message().find("max.message.bytes is 1048588"), std::string::npos) << small;
+  topic.configs["max.message.bytes"] = std::to_string(25 * 1024 * 1024 + kRecordBatchOverhead);
+  EXPECT_TRUE(CheckTopicAccepts(topic, 25 * 1024 * 1024).ok());
+  topic.configs.clear();
+  EXPECT_FALSE(CheckTopicAccepts(topic, 1).ok());
 }
 
 }  // namespace

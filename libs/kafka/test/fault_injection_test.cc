@@ -10,7 +10,9 @@
 #include <atomic>
 #include <future>
 #include <mutex>
+#include <map>
 #include <set>
+#include <thread>
 
 #include "prometheus/text_serializer.h"
 #include "relay/kafka/producer.h"
@@ -132,6 +134,136 @@ TEST(ProducerFaultTest, UnreachableBrokerNeverHangsTheCaller) {
   ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
   EXPECT_TRUE(absl::IsUnavailable(f.get()));
   EXPECT_FALSE((*producer)->Connected());
+}
+
+// Sends `n` records with keys k0..k{keys-1} and values "<key>:<i>" from a
+// thread of its own, raising a fatal error once `fatal_at` were sent, and
+// records when each callback ran relative to its Send.
+struct Stream {
+  struct Outcome {
+    absl::Status status;
+    std::chrono::steady_clock::duration took;
+  };
+  std::mutex mu;
+  std::vector<Outcome> outcomes;
+  std::atomic<int> done{0};
+
+  void Run(Producer* producer, int n, int keys, int fatal_at, std::chrono::milliseconds pace = 0ms) {
+    for (int i = 0; i < n; ++i) {
+      if (i == fatal_at) TestRaiseFatalError(producer);
+      std::string key = "k" + std::to_string(i % keys);
+      auto sent = std::chrono::steady_clock::now();
+      producer->Send(Record{"events", key, key + ":" + std::to_string(i), {}}, [this, sent](absl::Status s) {
+        std::lock_guard lock(mu);
+        outcomes.push_back({std::move(s), std::chrono::steady_clock::now() - sent});
+        ++done;
+      });
+      if (pace.count() > 0) std::this_thread::sleep_for(pace);
+    }
+  }
+  bool WaitAll(int n, std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (done.load() < n && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+    return done.load() == n;
+  }
+};
+
+TEST(ProducerFaultTest, RecordsOfOneKeyKeepTheirOrderAcrossARecreation) {
+  MockCluster cluster;
+  ProducerOptions options;
+  options.bootstrap = cluster.bootstrap();
+  options.linger = 2ms;
+  auto producer = NewKafkaProducer(options, nullptr);
+  ASSERT_TRUE(producer.ok()) << producer.status();
+  constexpr int kRecords = 20000, kKeys = 5;
+  Stream stream;
+  // Sends keep coming while the handle is replaced: the ones made after the
+  // fatal error must not overtake the purged ones being re-sent.
+  stream.Run(producer->get(), kRecords, kKeys, kRecords / 4);
+  ASSERT_TRUE(stream.WaitAll(kRecords, 60s));
+  for (const auto& o : stream.outcomes) ASSERT_TRUE(o.status.ok()) << o.status;
+
+  std::string error;
+  auto records = relay::testing::ReadTopic(cluster.bootstrap(), "events", 30s, &error);
+  ASSERT_TRUE(error.empty()) << error;
+  // Per key, in partition order: each value's last copy comes after the
+  // last copy of every earlier value (a re-send may repeat a run of values
+  // the broker already had, but never puts a later Send before an earlier).
+  std::map<std::string, std::vector<int>> by_key;
+  for (const auto& r : records) by_key[r.key].push_back(std::stoi(r.value.substr(r.value.find(':') + 1)));
+  std::set<int> seen;
+  for (auto& [key, values] : by_key) {
+    std::map<int, size_t> last;
+    for (size_t i = 0; i < values.size(); ++i) last[values[i]] = i;
+    size_t previous = 0;
+    bool first = true;
+    for (auto& [value, position] : last) {  // ascending values
+      if (!first) {
+        EXPECT_GT(position, previous) << key << ": value " << value << " out of order";
+      }
+      previous = position;
+      first = false;
+      seen.insert(value);
+    }
+  }
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kRecords));
+}
+
+TEST(ProducerFaultTest, DeliveryBoundHoldsAcrossReSends) {
+  MockCluster cluster;
+  ProducerOptions options;
+  options.bootstrap = cluster.bootstrap();
+  options.delivery_timeout = 1000ms;
+  auto producer = NewKafkaProducer(options, nullptr);
+  ASSERT_TRUE(producer.ok()) << producer.status();
+  Stream warmup;
+  warmup.Run(producer->get(), 1, 1, -1);
+  ASSERT_TRUE(warmup.WaitAll(1, 10s));
+  // The broker goes away, then the handle fails: every record waiting is
+  // re-sent on a new handle that cannot deliver either. Each callback must
+  // still come within the delivery timeout of its own Send, not a fresh
+  // timeout per handle.
+  cluster.SetBrokerUp(false);
+  Stream stream;
+  stream.Run(producer->get(), 200, 3, 100, 2ms);
+  ASSERT_TRUE(stream.WaitAll(200, 20s));
+  auto worst = std::chrono::steady_clock::duration::zero();
+  for (const auto& o : stream.outcomes) {
+    EXPECT_TRUE(absl::IsUnavailable(o.status)) << o.status;
+    worst = std::max(worst, o.took);
+  }
+  // One poll interval (50 ms) of slack for the deadline check.
+  EXPECT_LT(worst, 1000ms + 150ms) << "worst callback after "
+                                   << std::chrono::duration_cast<std::chrono::milliseconds>(worst).count() << " ms";
+}
+
+TEST(ProducerFaultTest, FailingRecreationDoesNotStallCallbacks) {
+  MockCluster cluster;
+  prometheus::Registry registry;
+  ProducerOptions options;
+  options.bootstrap = cluster.bootstrap();
+  options.delivery_timeout = 800ms;
+  auto producer = NewKafkaProducer(options, &registry);
+  ASSERT_TRUE(producer.ok()) << producer.status();
+  // Three attempts to make a new handle fail (one a second): for about
+  // three seconds there is no usable handle at all.
+  TestFailRecreations(producer->get(), 3);
+  Stream stream;
+  stream.Run(producer->get(), 500, 3, 0, 10ms);
+  ASSERT_TRUE(stream.WaitAll(500, 30s));
+  int failed = 0, ok = 0;
+  auto worst = std::chrono::steady_clock::duration::zero();
+  for (const auto& o : stream.outcomes) {
+    (o.status.ok() ? ok : failed)++;
+    worst = std::max(worst, o.took);
+  }
+  EXPECT_LT(worst, 800ms + 150ms) << "a callback waited "
+                                  << std::chrono::duration_cast<std::chrono::milliseconds>(worst).count() << " ms";
+  EXPECT_GT(failed, 0) << "no record fell in the window without a handle";
+  EXPECT_GT(ok, 0) << "the producer never recovered";
+  std::string metrics = prometheus::TextSerializer().Serialize(registry.Collect());
+  EXPECT_THAT(metrics, HasSubstr("relay_kafka_producer_recreation_failures_total 3"));
+  EXPECT_THAT(metrics, HasSubstr("relay_kafka_producer_recreations_total 1"));
 }
 
 }  // namespace

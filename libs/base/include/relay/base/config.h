@@ -7,9 +7,12 @@
 //
 // Getters never fail: a missing key yields the default, a bad value records
 // an error and yields the default. Finish() then reports every error at once,
-// plus any key present in the file that no getter asked for (a typo must not
-// silently fall back to a default). Values are never logged, so secrets can
-// live here.
+// plus any key present in the file that no getter asked for, and any RELAY_*
+// variable in a section the service reads (RELAY_HTTP_*, RELAY_KAFKA_*, ...)
+// that names no key it asked for: a typo must not silently fall back to a
+// default. Every number, duration and size is read with bounds, so no value
+// can switch a safety off (a zero timeout that means "forever" to a library)
+// or overflow. Values are never logged, so secrets can live here.
 //
 // Not thread-safe; use it at start-up only.
 #pragma once
@@ -39,20 +42,26 @@ class Config {
   std::string RequiredString(const std::string& key);
   int64_t Int(const std::string& key, int64_t def, int64_t min, int64_t max);
   bool Bool(const std::string& key, bool def);
-  // "250ms", "5s", "2m", "1h", or a bare number of milliseconds.
-  std::chrono::milliseconds Duration(const std::string& key, std::chrono::milliseconds def);
+  // "250ms", "5s", "2m", "1h", or a bare number of milliseconds, within
+  // [min, max] (an error otherwise).
+  std::chrono::milliseconds Duration(const std::string& key, std::chrono::milliseconds def,
+                                     std::chrono::milliseconds min, std::chrono::milliseconds max);
   // "25MB", "512KiB", "1024"; decimal (KB, MB, GB) and binary (KiB, MiB, GiB) units.
   int64_t Bytes(const std::string& key, int64_t def, int64_t min, int64_t max);
   std::vector<std::string> StringList(const std::string& key);
 
-  // All errors from the getters and unknown file keys, or OK.
+  // Records an error for `key` (a service's own cross-key check), reported
+  // by Finish() with the others.
+  void Fail(const std::string& key, const std::string& why);
+
+  // All errors from the getters, unknown file keys and unknown RELAY_*
+  // variables of the sections read, or OK.
   absl::Status Finish() const;
 
   static std::string EnvName(const std::string& key);
 
  private:
   std::optional<std::string> Scalar(const std::string& key);
-  void Fail(const std::string& key, const std::string& why);
 
   std::map<std::string, std::string> file_scalars_;
   std::map<std::string, std::vector<std::string>> file_lists_;

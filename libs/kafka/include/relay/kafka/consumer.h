@@ -1,12 +1,14 @@
 // The consuming edge: at-least-once processing with offsets stored only
 // after the handler's effect is done, a dead-letter topic for poison records,
-// and retries with backoff for everything else.
+// retries with backoff for everything else, one record at a time or in
+// batches bounded by rows, bytes and time.
 #pragma once
 
 #include <chrono>
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
@@ -18,17 +20,51 @@
 
 namespace relay::kafka {
 
-// What the handler's Status means to the consumer:
-//   OK                                   effect done; the offset is stored
-//   InvalidArgument, FailedPrecondition,
-//   DataLoss (IsPoison)                  the record can never succeed; it goes to
-//                                        <topic><dead_letter_suffix> with the reason,
-//                                        then its offset is stored
-//   anything else                        transient; the same record is handed
-//                                        over again after a backoff
+// A handler says "this record can never succeed, dead-letter it" with
+// PoisonError, and only so. Any other error, whatever its code, is taken as
+// a failure of the handler's own effect (a produce the broker refused, a
+// database that is down) and retried: the input record is not to blame.
+absl::Status PoisonError(std::string_view reason);
+bool IsPoison(const absl::Status& status);
+
+// What a single-record handler's Status means to the consumer:
+//   OK            effect done; the offset is stored
+//   PoisonError   the record goes to <topic><dead_letter_suffix> with the
+//                 reason, then its offset is stored
+//   anything else the partition is rewound to the record and paused for a
+//                 backoff; the record is handed over again after it
 using RecordHandler = absl::AnyInvocable<absl::Status(const ConsumedRecord&)>;
 
-bool IsPoison(const absl::Status& status);
+// Records handed to a batch handler. Records of one partition are in offset
+// order; a batch may span partitions.
+class Batch {
+ public:
+  explicit Batch(std::vector<ConsumedRecord> records) : records_(std::move(records)) {}
+  const std::vector<ConsumedRecord>& records() const { return records_; }
+  // Marks records()[index] as poison: once the handler returns OK it goes to
+  // the dead-letter topic with `reason` (and counts as done).
+  void Reject(size_t index, std::string reason) { rejected_.emplace_back(index, std::move(reason)); }
+  const std::vector<std::pair<size_t, std::string>>& rejected() const { return rejected_; }
+
+ private:
+  std::vector<ConsumedRecord> records_;
+  std::vector<std::pair<size_t, std::string>> rejected_;
+};
+
+// OK: the effect of every record not rejected is done; rejected records are
+// dead-lettered, then every offset of the batch is stored. Any error: nothing
+// is stored, every partition of the batch is rewound to its first record in
+// the batch and paused for a backoff, and the records come again (the effect
+// must therefore be idempotent).
+using BatchHandler = absl::AnyInvocable<absl::Status(Batch&)>;
+
+struct BatchOptions {
+  size_t max_records = 10'000;
+  int64_t max_bytes = 16 * 1024 * 1024;  // keys + values
+  // A batch is handed over when it is full or this long after its first
+  // record arrived, whichever comes first.
+  std::chrono::milliseconds max_wait{1000};
+};
 
 // Kafka headers a dead-lettered record carries besides its own.
 inline constexpr char kDlqReasonHeader[] = "relay-dlq-reason";
@@ -43,23 +79,39 @@ struct ConsumerOptions {
   std::vector<std::string> topics;
   std::string dead_letter_suffix = ".dlq";
   std::chrono::milliseconds retry_backoff_min{100};
-  // Kept well under max.poll.interval.ms so a long outage never costs the
-  // group membership.
   std::chrono::milliseconds retry_backoff_max{30'000};
   std::chrono::milliseconds commit_interval{1000};
   std::string auto_offset_reset = "earliest";
-  std::map<std::string, std::string> extra;  // raw librdkafka properties, applied last
+  // Bound on records prefetched by librdkafka per partition, so memory is
+  // bounded by configuration whatever the input volume.
+  int64_t fetch_queue_kbytes = 16 * 1024;
+  // Raw librdkafka properties, applied last; the ones that carry the
+  // at-least-once guarantee are refused (kProtectedConsumerProperties).
+  std::map<std::string, std::string> extra;
 };
 
-// Runs on the thread that calls Run(). Commits stored offsets periodically,
-// synchronously when partitions are revoked in a rebalance, and on Stop.
+inline constexpr const char* kProtectedConsumerProperties[] = {
+    "enable.auto.offset.store", "enable.auto.commit", "auto.commit.enable", "group.id",
+    "bootstrap.servers", "metadata.broker.list", "enable.partition.eof"};
+
+// Runs on the thread that calls Run/RunBatches. A partition whose record
+// failed is paused, not slept on: polling goes on, so rebalances and other
+// partitions are served during a backoff. Offsets are committed periodically,
+// synchronously when partitions are revoked, and on return.
 class Consumer {
  public:
   virtual ~Consumer() = default;
-  // Polls and handles records until Stop(); then commits and leaves the group.
+  // Handles records until Stop() (returns OK) or until the consumer cannot
+  // go on without losing or skipping a record (returns why, and Health()
+  // says so from then on): a fatal client error, a dead-letter topic that
+  // refuses records permanently, a partition that cannot be rewound.
   virtual absl::Status Run(RecordHandler handler) = 0;
-  // Any thread. Run returns after the record in hand is finished.
+  virtual absl::Status RunBatches(BatchOptions options, BatchHandler handler) = 0;
+  // Any thread. Run returns after the record or batch in hand is finished.
   virtual void Stop() = 0;
+  // Any thread: OK while the consumer can make progress, the reason when it
+  // stopped with an error or is retrying a dead-letter write (for /readyz).
+  virtual absl::Status Health() const = 0;
 };
 
 // `dead_letters` must outlive the consumer; it is used to write poison

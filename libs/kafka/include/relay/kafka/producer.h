@@ -15,9 +15,22 @@
 
 namespace relay::kafka {
 
-// Called exactly once per Send, on a producer-owned thread: OK means every
-// in-sync replica has the record (acks=all). Must not block for long.
+// Called exactly once per Send, on a producer-owned thread (or, when the
+// record cannot even be queued, on the caller's): OK means every in-sync
+// replica has the record (acks=all). Must not block for long.
+//
+// Status codes: Unavailable (not acknowledged within the delivery timeout,
+// broker down, queue full: a retry may succeed; the record may still have
+// been written), InvalidArgument / NotFound / PermissionDenied (Kafka
+// refuses this record permanently: too large, no such topic, not
+// authorized), Aborted (the record failed on several producer instances in
+// a row), Cancelled (the producer closed).
 using DeliveryCallback = absl::AnyInvocable<void(absl::Status) &&>;
+
+// True for the delivery results with which Kafka refuses a record for good
+// (InvalidArgument, NotFound, PermissionDenied): sending the same record
+// again cannot help; someone must fix the record, the topic or the ACLs.
+bool IsPermanentProduceError(const absl::Status& status);
 
 // Thread-safe.
 class Producer {
@@ -35,8 +48,10 @@ class Producer {
 struct ProducerOptions {
   std::string bootstrap;                     // "host:port,host:port"
   std::string client_id = "relay";
-  // Upper bound on the time from Send to the callback, retries included
-  // (librdkafka message.timeout.ms). Past it the callback gets Unavailable.
+  // Upper bound on the time from Send to the callback, retries and re-sends
+  // after a producer recreation included (librdkafka message.timeout.ms,
+  // plus relay's own deadline for re-sent records). Past it the callback
+  // gets Unavailable.
   std::chrono::milliseconds delivery_timeout{5000};
   std::chrono::milliseconds linger{2};
   std::string compression = "lz4";
@@ -46,22 +61,40 @@ struct ProducerOptions {
   // How many times a record may be re-sent after the producer was recreated
   // because of a fatal (idempotence) error.
   int max_recreations_per_record = 3;
-  std::map<std::string, std::string> extra;  // raw librdkafka properties, applied last
+  // Raw librdkafka properties, applied last. The ones that carry relay's
+  // guarantees (acks, idempotence, timeouts, retries, in-flight limits) are
+  // refused: see kProtectedProducerProperties.
+  std::map<std::string, std::string> extra;
 };
 
+// librdkafka properties `extra` may not set: they would weaken acks=all,
+// idempotence, per-key order or the delivery bound.
+inline constexpr const char* kProtectedProducerProperties[] = {
+    "acks", "request.required.acks", "enable.idempotence", "enable.gapless.guarantee",
+    "message.timeout.ms", "delivery.timeout.ms", "retries", "message.send.max.retries",
+    "max.in.flight", "max.in.flight.requests.per.connection", "delivery.report.only.error",
+    "bootstrap.servers", "metadata.broker.list"};
+
 // Idempotent (enable.idempotence=true, acks=all) librdkafka producer.
-// Errors are classified once, in kafka_errors.cc. When librdkafka raises a
-// fatal error (librdkafka 2.0.2 can do so for idempotence sequence problems,
-// e.g. OUT_OF_ORDER_SEQUENCE_NUMBER or a producer-id/epoch mismatch), the
+// Errors are classified once, in errors.cc. When librdkafka raises a fatal
+// error (librdkafka 2.0.2 can do so for idempotence sequence problems, e.g.
+// OUT_OF_ORDER_SEQUENCE_NUMBER or a producer-id/epoch mismatch), the
 // producer is recreated and every record it still held is sent again on the
-// new one: nothing handed to Send is dropped because of it. Such a re-send
-// may duplicate a record that the broker had already written; consumers
-// deduplicate by the record's id (see docs/architecture.md).
+// new one, in the order of the Sends, before any record sent after the
+// error: nothing handed to Send is dropped because of it, and records of one
+// key stay in order. Such a re-send may duplicate a record that the broker
+// had already written; consumers deduplicate by the record's id (see
+// docs/architecture.md). If a new handle cannot be made, recreation is
+// retried every second while records past their deadline are failed, so no
+// callback waits longer than delivery_timeout (plus one poll interval).
 absl::StatusOr<std::unique_ptr<Producer>> NewKafkaProducer(ProducerOptions options,
                                                           prometheus::Registry* metrics);
 
 // For fault-injection tests only: makes the producer's current librdkafka
 // handle raise a fatal error, as librdkafka does on idempotence failures.
 void TestRaiseFatalError(Producer* producer);
+// For fault-injection tests only: the next `count` attempts to make a new
+// librdkafka handle fail, as rd_kafka_new can (out of memory, threads).
+void TestFailRecreations(Producer* producer, int count);
 
 }  // namespace relay::kafka

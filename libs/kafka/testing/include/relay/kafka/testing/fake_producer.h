@@ -1,46 +1,50 @@
 // Test double for kafka::Producer. Records every Send; in kAuto mode it
-// acknowledges at once with `auto_status`, in kManual mode the test decides
-// when and how each record is acknowledged (to prove nothing is answered
-// before the broker ack).
+// acknowledges at once, in kManual mode the test decides when and how each
+// record is acknowledged (to prove nothing is answered before the broker
+// ack). With a FakeBroker, acknowledged records are appended to it.
 #pragma once
 
+#include <atomic>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <vector>
 
 #include "relay/kafka/producer.h"
+#include "relay/kafka/testing/fake_broker.h"
 
 namespace relay::kafka::testing {
 
 class FakeProducer final : public Producer {
  public:
   enum class Mode { kAuto, kManual };
-  explicit FakeProducer(Mode mode = Mode::kAuto) : mode_(mode) {}
+  explicit FakeProducer(Mode mode = Mode::kAuto, FakeBroker* broker = nullptr) : mode_(mode), broker_(broker) {}
 
   void Send(Record record, DeliveryCallback done) override {
     std::unique_lock lock(mu_);
     sent_.push_back(record);
     if (mode_ == Mode::kAuto) {
       absl::Status s = auto_status_;
+      if (auto it = topic_status_.find(record.topic); it != topic_status_.end()) s = it->second;
       lock.unlock();
-      std::move(done)(s);
+      Ack(record, s, std::move(done));
       return;
     }
-    pending_.push_back(std::move(done));
+    pending_.emplace_back(std::move(record), std::move(done));
   }
   absl::Status Flush(std::chrono::milliseconds) override { return absl::OkStatus(); }
   bool Connected() const override { return connected_; }
 
   // kManual: completes the oldest pending Send with `status`; false if none.
   bool CompleteNext(absl::Status status) {
-    DeliveryCallback done;
+    std::pair<Record, DeliveryCallback> next;
     {
       std::lock_guard lock(mu_);
       if (pending_.empty()) return false;
-      done = std::move(pending_.front());
+      next = std::move(pending_.front());
       pending_.pop_front();
     }
-    std::move(done)(std::move(status));
+    Ack(next.first, std::move(status), std::move(next.second));
     return true;
   }
   size_t pending() const {
@@ -51,19 +55,35 @@ class FakeProducer final : public Producer {
     std::lock_guard lock(mu_);
     return sent_;
   }
+  // kAuto: the status every Send gets (OK by default)...
   void set_auto_status(absl::Status s) {
     std::lock_guard lock(mu_);
     auto_status_ = std::move(s);
   }
+  // ...or, for records of `topic`, this one.
+  void set_topic_status(const std::string& topic, absl::Status s) {
+    std::lock_guard lock(mu_);
+    topic_status_[topic] = std::move(s);
+  }
   void set_connected(bool c) { connected_ = c; }
 
  private:
+  void Ack(const Record& record, absl::Status status, DeliveryCallback done) {
+    if (status.ok() && broker_) {
+      auto appended = broker_->Append(record);
+      if (!appended.ok()) status = appended.status();
+    }
+    std::move(done)(std::move(status));
+  }
+
   Mode mode_;
+  FakeBroker* broker_;
   mutable std::mutex mu_;
   std::vector<Record> sent_;
-  std::deque<DeliveryCallback> pending_;
+  std::deque<std::pair<Record, DeliveryCallback>> pending_;
   absl::Status auto_status_;
-  bool connected_ = true;
+  std::map<std::string, absl::Status> topic_status_;
+  std::atomic<bool> connected_ = true;
 };
 
 }  // namespace relay::kafka::testing

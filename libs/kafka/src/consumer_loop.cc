@@ -1,0 +1,231 @@
+#include "consumer_loop.h"
+
+#include <algorithm>
+#include <future>
+#include <thread>
+
+#include "absl/strings/cord.h"
+#include "relay/base/log.h"
+
+namespace relay::kafka {
+
+namespace {
+constexpr char kPoisonPayload[] = "type.relay.dev/relay.kafka.Poison";
+}  // namespace
+
+absl::Status PoisonError(std::string_view reason) {
+  absl::Status status = absl::InvalidArgumentError(std::string(reason));
+  status.SetPayload(kPoisonPayload, absl::Cord("poison"));
+  return status;
+}
+
+bool IsPoison(const absl::Status& status) { return status.GetPayload(kPoisonPayload).has_value(); }
+
+namespace internal {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+LoopConsumer::LoopConsumer(std::unique_ptr<Source> source, LoopOptions options, Producer* dead_letters,
+                           std::shared_ptr<prometheus::Registry> metrics)
+    : registry_(std::move(metrics)),
+      source_(std::move(source)),
+      options_(std::move(options)),
+      dead_letters_(dead_letters),
+      outcomes_(prometheus::BuildCounter()
+                    .Name("relay_kafka_consumed_records_total")
+                    .Help("Records handled by consumers, by outcome (done, dead_lettered, retried)")
+                    .Register(*registry_)),
+      done_(outcomes_.Add({{"outcome", "done"}})),
+      dead_lettered_(outcomes_.Add({{"outcome", "dead_lettered"}})),
+      retried_(outcomes_.Add({{"outcome", "retried"}})),
+      batch_records_(prometheus::BuildHistogram()
+                         .Name("relay_kafka_consumer_batch_records")
+                         .Help("Records per batch handed to a handler")
+                         .Register(*registry_)
+                         .Add({}, prometheus::Histogram::BucketBoundaries{1, 10, 100, 1000, 10'000, 100'000})) {
+  source_->set_on_revoke([this](const std::vector<TopicPartition>& revoked) { OnRevoke(revoked); });
+}
+
+absl::Status LoopConsumer::Run(RecordHandler handler) {
+  BatchOptions one;
+  one.max_records = 1;
+  one.max_wait = milliseconds(0);
+  return RunBatches(one, [&handler](Batch& batch) -> absl::Status {
+    absl::Status status = handler(batch.records()[0]);
+    if (IsPoison(status)) {
+      batch.Reject(0, std::string(status.message()));
+      return absl::OkStatus();
+    }
+    return status;
+  });
+}
+
+absl::Status LoopConsumer::RunBatches(BatchOptions options, BatchHandler handler) {
+  options.max_records = std::max<size_t>(options.max_records, 1);
+  while (!stop_) {
+    if (absl::Status fatal = source_->Fatal(); !fatal.ok()) return Fail(fatal);
+    ResumeDue();
+    milliseconds wait(100);
+    if (!pending_.empty()) {
+      auto left = std::chrono::duration_cast<milliseconds>(first_at_ + options.max_wait - Clock::now());
+      wait = std::clamp(left, milliseconds(0), wait);
+    }
+    if (std::optional<ConsumedRecord> record = source_->Poll(wait)) {
+      auto it = backoff_.find({record->topic, record->partition});
+      // A record fetched before its partition was paused: it comes again
+      // after the rewind, in order.
+      if (it != backoff_.end() && it->second.resume_at) continue;
+      if (pending_.empty()) first_at_ = Clock::now();
+      pending_bytes_ += static_cast<int64_t>(record->key.size() + record->value.size());
+      pending_.push_back(std::move(*record));
+    }
+    if (pending_.empty()) continue;
+    bool full = pending_.size() >= options.max_records || pending_bytes_ >= options.max_bytes;
+    if (full || Clock::now() >= first_at_ + options.max_wait) {
+      if (absl::Status s = Deliver(handler); !s.ok()) return Fail(s);
+    }
+  }
+  // A batch not yet handed over is simply not stored: whoever owns its
+  // partitions next reads it again.
+  pending_.clear();
+  return source_->Close();
+}
+
+absl::Status LoopConsumer::Deliver(BatchHandler& handler) {
+  Batch batch(std::move(pending_));
+  pending_.clear();
+  pending_bytes_ = 0;
+  batch_records_.Observe(static_cast<double>(batch.records().size()));
+  absl::Status status = handler(batch);
+  if (!status.ok()) return RetryLater(batch.records(), status);
+  for (const auto& [index, reason] : batch.rejected()) {
+    const ConsumedRecord& record = batch.records().at(index);
+    absl::Status dl = DeadLetter(record, reason);
+    if (dl.ok()) continue;
+    std::string where = record.topic + "/" + std::to_string(record.partition) + "@" + std::to_string(record.offset);
+    if (IsPermanentProduceError(dl)) {
+      // Storing the offset would skip the record, retrying cannot help:
+      // stop, and say why. A restart after the DLQ is fixed redoes it.
+      return absl::FailedPreconditionError("dead-letter topic " + record.topic + options_.dead_letter_suffix +
+                                           " refuses records (" + std::string(dl.message()) + "); " + where +
+                                           " was neither dead-lettered nor skipped");
+    }
+    SetHealth(absl::UnavailableError("dead-letter write to " + record.topic + options_.dead_letter_suffix +
+                                     " failing: " + std::string(dl.message())));
+    return RetryLater(batch.records(), dl);
+  }
+  SetHealth(absl::OkStatus());
+  std::map<TopicPartition, int64_t> next;
+  for (const auto& r : batch.records()) {
+    int64_t& n = next[{r.topic, r.partition}];
+    n = std::max(n, r.offset + 1);
+  }
+  for (const auto& [tp, offset] : next) {
+    source_->Store(tp, offset);
+    backoff_.erase(tp);
+  }
+  done_.Increment(static_cast<double>(batch.records().size() - batch.rejected().size()));
+  dead_lettered_.Increment(static_cast<double>(batch.rejected().size()));
+  return absl::OkStatus();
+}
+
+absl::Status LoopConsumer::RetryLater(const std::vector<ConsumedRecord>& records, const absl::Status& why) {
+  std::map<TopicPartition, int64_t> first;
+  for (const auto& r : records) {
+    auto [it, inserted] = first.try_emplace({r.topic, r.partition}, r.offset);
+    if (!inserted) it->second = std::min(it->second, r.offset);
+  }
+  retried_.Increment(static_cast<double>(records.size()));
+  auto now = Clock::now();
+  for (const auto& [tp, offset] : first) {
+    // Paused before the seek, so nothing fetched past the record can slip
+    // through; the seek drops what was prefetched after it.
+    source_->Pause(tp);
+    absl::Status rewound = source_->Rewind(tp, offset);
+    for (int attempt = 1; !rewound.ok() && attempt < 5 && !stop_; ++attempt) {
+      std::this_thread::sleep_for(milliseconds(200));
+      rewound = source_->Rewind(tp, offset);
+    }
+    if (!rewound.ok()) {
+      // A later record of the partition could be handled and stored past
+      // this one, skipping it: stop instead (nothing of it was stored).
+      return absl::InternalError("cannot rewind " + tp.topic + "/" + std::to_string(tp.partition) + " to offset " +
+                                 std::to_string(offset) + " after a failed record: " +
+                                 std::string(rewound.message()));
+    }
+    auto [it, inserted] = backoff_.try_emplace(tp, Backoff{options_.retry_backoff_min, std::nullopt});
+    it->second.resume_at = now + it->second.next;
+    log::Warn("record handling failed; partition paused for a retry",
+              {{"topic", tp.topic}, {"partition", tp.partition}, {"offset", offset},
+               {"records", static_cast<int64_t>(records.size())}, {"error", std::string(why.message())},
+               {"backoff_ms", it->second.next.count()}});
+    it->second.next = std::min(it->second.next * 2, options_.retry_backoff_max);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LoopConsumer::DeadLetter(const ConsumedRecord& record, const std::string& reason) {
+  Record dlq{record.topic + options_.dead_letter_suffix, record.key, record.value, record.headers};
+  dlq.headers.push_back({kDlqReasonHeader, reason});
+  dlq.headers.push_back({kDlqTopicHeader, record.topic});
+  dlq.headers.push_back({kDlqPartitionHeader, std::to_string(record.partition)});
+  dlq.headers.push_back({kDlqOffsetHeader, std::to_string(record.offset)});
+  auto acked = std::make_shared<std::promise<absl::Status>>();
+  auto future = acked->get_future();
+  dead_letters_->Send(std::move(dlq), [acked](absl::Status s) { acked->set_value(std::move(s)); });
+  absl::Status status = future.get();
+  if (status.ok()) {
+    log::Warn("record dead-lettered", {{"topic", record.topic}, {"partition", record.partition},
+                                       {"offset", record.offset}, {"reason", reason}});
+  } else {
+    log::Error("dead-letter write failed", {{"topic", record.topic}, {"partition", record.partition},
+                                            {"offset", record.offset}, {"error", std::string(status.message())}});
+  }
+  return status;
+}
+
+void LoopConsumer::ResumeDue() {
+  auto now = Clock::now();
+  for (auto& [tp, b] : backoff_) {
+    if (b.resume_at && *b.resume_at <= now) {
+      source_->Resume(tp);
+      b.resume_at.reset();  // the backoff stays until a success resets it
+    }
+  }
+}
+
+void LoopConsumer::OnRevoke(const std::vector<TopicPartition>& revoked) {
+  for (const auto& tp : revoked) backoff_.erase(tp);
+  // Records of a revoked partition not yet handed over belong to its next
+  // owner now; handing them over here would do their effect twice.
+  auto gone = [&](const ConsumedRecord& r) {
+    return std::find(revoked.begin(), revoked.end(), TopicPartition{r.topic, r.partition}) != revoked.end();
+  };
+  pending_.erase(std::remove_if(pending_.begin(), pending_.end(), gone), pending_.end());
+  pending_bytes_ = 0;
+  for (const auto& r : pending_) pending_bytes_ += static_cast<int64_t>(r.key.size() + r.value.size());
+}
+
+absl::Status LoopConsumer::Fail(absl::Status status) {
+  log::Error("consumer stopped", {{"error", std::string(status.message())}});
+  SetHealth(status);
+  (void)source_->Close();  // commits only what was stored: the failed record is not
+  return status;
+}
+
+void LoopConsumer::SetHealth(absl::Status status) {
+  std::lock_guard lock(health_mu_);
+  health_ = std::move(status);
+}
+
+absl::Status LoopConsumer::Health() const {
+  {
+    std::lock_guard lock(health_mu_);
+    if (!health_.ok()) return health_;
+  }
+  return source_->Degraded();
+}
+
+}  // namespace internal
+}  // namespace relay::kafka

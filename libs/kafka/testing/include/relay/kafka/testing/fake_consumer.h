@@ -1,0 +1,34 @@
+// Fake consumer and topic reader over a FakeBroker. The consumer runs the
+// same loop as the real one (batching, offsets stored after the effect,
+// dead letters, paused partitions), over an in-memory source: one member
+// that owns every partition of its topics, starting at the group's
+// committed offsets. Unlike the real client, a stored offset is committed at
+// once (the real one commits within commit_interval and on revoke/close).
+#pragma once
+
+#include <memory>
+
+#include "prometheus/registry.h"
+#include "relay/kafka/consumer.h"
+#include "relay/kafka/reader.h"
+#include "relay/kafka/testing/fake_broker.h"
+
+namespace relay::kafka::testing {
+
+// `broker` and `dead_letters` must outlive the consumer.
+std::unique_ptr<Consumer> NewFakeConsumer(FakeBroker* broker, ConsumerOptions options, Producer* dead_letters,
+                                          prometheus::Registry* metrics = nullptr);
+
+class FakeTopicReader final : public TopicReader {
+ public:
+  explicit FakeTopicReader(const FakeBroker* broker) : broker_(broker) {}
+  absl::StatusOr<int> Partitions(const std::string& topic) override { return broker_->Partitions(topic); }
+  absl::StatusOr<std::map<int32_t, int64_t>> ReadToEnd(const std::string& topic,
+                                                       const std::vector<int32_t>& partitions,
+                                                       ReadCallback callback) override;
+
+ private:
+  const FakeBroker* broker_;
+};
+
+}  // namespace relay::kafka::testing
