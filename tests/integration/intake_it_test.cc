@@ -120,12 +120,13 @@ class WebhookStream {
           int n = counter_++;
           const Payload& p = corpus[static_cast<size_t>(n) % corpus.size()];
           std::string id = run + std::to_string(n);
-          int status = client.Post("/github/webhook", Headers(p, id), p.body).status;
+          auto result = client.Post("/github/webhook", Headers(p, id), p.body);
           {
             std::lock_guard lock(mu_);
-            status_by_id_[id] = status;
+            status_by_id_[id] = result.status;
+            if (result.status == 0) error_by_id_[id] = result.error;
           }
-          if (status == 0 && stop_when_closed) return;
+          if (result.status == 0 && stop_when_closed) return;
         }
       });
     }
@@ -156,10 +157,16 @@ class WebhookStream {
     std::lock_guard lock(mu_);
     return status_by_id_;
   }
+  std::string error(const std::string& id) const {
+    std::lock_guard lock(mu_);
+    auto it = error_by_id_.find(id);
+    return it == error_by_id_.end() ? "" : it->second;
+  }
 
  private:
   mutable std::mutex mu_;
   std::map<std::string, int> status_by_id_;
+  std::map<std::string, std::string> error_by_id_;  // no response: why
   std::atomic<bool> stop_{false};
   std::atomic<int> counter_{0};
   std::vector<std::thread> senders_;
@@ -361,25 +368,83 @@ TEST_F(IntakeIT, BrokerStoppedMidStreamEvery2xxIsDurableAndEveryOtherIs503) {
   RecordProperty("unavailable", histogram[503]);
 }
 
-TEST_F(IntakeIT, SigtermFinishesRequestsInFlightFlushesAndExitsZero) {
-  Intake intake;
+TEST_F(IntakeIT, SigtermDrainsInTwoPhasesAndNoRequestIsDropped) {
+  Intake intake(std::map<std::string, std::string>{{"RELAY_HTTP_DRAIN_DELAY", "1500ms"}});
   ASSERT_NE(intake.port(), 0);
   std::string run = RunId();
   WebhookStream stream(intake.port(), corpus_, run, 10s, /*stop_when_closed=*/true);
   ASSERT_TRUE(stream.WaitFor(202, 200, 60s));
   intake.process().Signal(SIGTERM);
-  EXPECT_EQ(intake.process().Wait(30s), 0);
-  stream.Stop();
-  // Every request got its answer (202) or found the server gone (0): none
-  // was cut off with an error or left unanswered, and every 202 is durable.
-  auto status_by_id = stream.statuses();
-  auto topic = TopicByDelivery(run);
-  for (auto& [id, s] : status_by_id) {
-    EXPECT_TRUE(s == 202 || s == 0) << id << " answered " << s;
-    if (s == 202) {
-      EXPECT_TRUE(topic.count(id)) << id << " acknowledged but not in the topic";
-    }
+  // Phase 1: /readyz turns 503 (a balancer would take the instance out)...
+  int ready = 200;
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while ((ready = HttpClient("127.0.0.1", intake.port(), 2s).Get("/readyz").status) == 200 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
   }
+  EXPECT_EQ(ready, 503);
+  // ...while requests are still served and made durable.
+  int at_flip = stream.Count(202);
+  EXPECT_TRUE(stream.WaitFor(202, at_flip + 50, 1s)) << "intake stopped serving as soon as readiness went off";
+  // The balancer has stopped sending; the drain completes and exits 0.
+  stream.Stop();
+  EXPECT_EQ(intake.process().Wait(30s), 0);
+  // Every request sent ended with its answer, all 202, none dropped or
+  // cut off, and every 202 is in the topic.
+  auto statuses = stream.statuses();
+  auto topic = TopicByDelivery(run);
+  int missing = 0;
+  for (auto& [id, s] : statuses) {
+    EXPECT_EQ(s, 202) << id << " got " << s << " " << stream.error(id);
+    missing += s == 202 && !topic.count(id);
+  }
+  EXPECT_EQ(missing, 0) << missing << " acknowledged deliveries are not in the topic";
+}
+
+TEST_F(IntakeIT, AKnownDeliveryIdWithAnotherBodyIsRecordedAsAConflict) {
+  Intake intake;
+  ASSERT_NE(intake.port(), 0);
+  std::string run = RunId();
+  HttpClient client("127.0.0.1", intake.port());
+  // A body read from the topic, replayed under the id of another delivery
+  // before GitHub's own (re)delivery of that id arrives.
+  EXPECT_EQ(client.Post("/github/webhook", Headers(corpus_[1], run + "x"), corpus_[1].body).status, 202);
+  auto genuine = client.Post("/github/webhook", Headers(corpus_[0], run + "x"), corpus_[0].body);
+  EXPECT_EQ(genuine.status, 202);
+  EXPECT_THAT(genuine.body, HasSubstr(R"("conflict":true)"));
+  EXPECT_EQ(client.Post("/github/webhook", Headers(corpus_[0], run + "x"), corpus_[0].body).status, 200);
+  auto topic = TopicByDelivery(run);
+  ASSERT_EQ(topic[run + "x"].size(), 2u);
+  std::set<std::string> bodies;
+  for (const auto& r : topic[run + "x"]) {
+    bodies.insert(r.body());
+    auto digest = github::Sha256(r.body());
+    EXPECT_EQ(r.body_sha256(), std::string(digest.begin(), digest.end()));
+    for (const auto& h : r.headers()) EXPECT_NE(h.name(), "x-hub-signature-256") << "signature kept in the record";
+  }
+  EXPECT_EQ(bodies, (std::set<std::string>{corpus_[0].body, corpus_[1].body}));
+  EXPECT_THAT(intake.Metrics(), HasSubstr("relay_intake_webhooks_total{outcome=\"conflict\"} 1"));
+}
+
+TEST_F(IntakeIT, AMissingTopicFailsReadinessWithTheReasonAndIsNotRetriedForever) {
+  Intake intake(std::map<std::string, std::string>{{"RELAY_INTAKE_TOPIC", "it.no.such.topic"}});
+  ASSERT_NE(intake.port(), 0);
+  HttpClient client("127.0.0.1", intake.port());
+  relay::testing::HttpResult ready;
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  do {
+    ready = client.Get("/readyz");
+    if (ready.body.find("does not exist") != std::string::npos) break;
+    std::this_thread::sleep_for(50ms);
+  } while (std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(ready.status, 503);
+  EXPECT_THAT(ready.body, HasSubstr("topic: topic it.no.such.topic does not exist"));
+  // A webhook gets a definite 500 with the reason, not "retry in 5 s".
+  auto r = client.Post("/github/webhook", Headers(corpus_[0], RunId() + "nt"), corpus_[0].body);
+  EXPECT_EQ(r.status, 500) << r.body;
+  EXPECT_EQ(r.headers.count("retry-after"), 0u);
+  EXPECT_THAT(r.body, HasSubstr("UNKNOWN_TOPIC"));
+  EXPECT_THAT(client.Get("/readyz").body, HasSubstr("produce: Kafka refused a webhook record"));
 }
 
 TEST_F(IntakeIT, RefusesToStartWithoutASecretOrWithBadConfig) {
@@ -393,6 +458,12 @@ TEST_F(IntakeIT, RefusesToStartWithoutASecretOrWithBadConfig) {
                           {"RELAY_HTTP_HEADER_TIMEOUT", "soon"}},
                          Env("RELAY_IT_DIR") + "/intake-config.log");
   EXPECT_EQ(bad_timeout.Wait(10s), 2);
+  Subprocess typo({Env("RELAY_IT_INTAKE_BIN")},
+                  {{"RELAY_KAFKA_BOOTSTRAP", testing::FixtureBootstrap()},
+                   {"RELAY_INTAKE_WEBHOOK_SECRETS", Env("RELAY_IT_SECRET")},
+                   {"RELAY_KAFKA_DELIVERY_TIMOUT", "1s"}},
+                  Env("RELAY_IT_DIR") + "/intake-config.log");
+  EXPECT_EQ(typo.Wait(10s), 2);
   // A port already taken: a clear start failure, exit 1, no crash.
   Intake first;
   ASSERT_NE(first.port(), 0);
@@ -406,6 +477,7 @@ TEST_F(IntakeIT, RefusesToStartWithoutASecretOrWithBadConfig) {
   EXPECT_THAT(log, HasSubstr("start failed"));
   EXPECT_THAT(log, HasSubstr("no webhook secret"));
   EXPECT_THAT(log, HasSubstr("RELAY_HTTP_HEADER_TIMEOUT"));
+  EXPECT_THAT(log, HasSubstr("RELAY_KAFKA_DELIVERY_TIMOUT: unknown variable"));
   EXPECT_THAT(log, ::testing::Not(HasSubstr(Env("RELAY_IT_SECRET"))));  // secrets never logged
 }
 

@@ -5,6 +5,8 @@
 #include <boost/beast/core.hpp>
 #include <functional>
 
+#include <poll.h>
+
 namespace relay::testing {
 
 namespace net = boost::asio;
@@ -30,9 +32,22 @@ bool HttpClient::Connect(std::string* error) {
   return true;
 }
 
+// True when the server closed (or reset) the kept-alive connection: with no
+// request outstanding, anything readable on it is the end of the stream.
+bool PeerClosed(tcp::socket& socket) {
+  pollfd pfd{socket.native_handle(), POLLIN | POLLRDHUP, 0};
+  return ::poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR));
+}
+
 HttpResult HttpClient::Request(bhttp::verb method, const std::string& target,
                                const std::map<std::string, std::string>& headers, const std::string& body) {
   HttpResult result;
+  // Only requests that are safe to repeat are ever sent twice. A POST goes
+  // out once: a kept-alive connection is checked before it is used, and an
+  // error after sending is the result, so a test never counts one request
+  // as two (or a request the server dropped as answered).
+  bool idempotent = method == bhttp::verb::get || method == bhttp::verb::head;
+  if (stream_ && PeerClosed(stream_->socket())) stream_.reset();
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (!stream_ && !Connect(&result.error)) return result;
     bhttp::request<bhttp::string_body> req{method, target, 11};
@@ -60,8 +75,9 @@ HttpResult HttpClient::Request(bhttp::verb method, const std::string& target,
       stream_.reset();
       // A keep-alive connection the server closed meanwhile: retry once on a
       // fresh connection. Any other error is the result.
-      if (attempt == 0 && (ec == bhttp::error::end_of_stream || ec == net::error::connection_reset ||
-                           ec == net::error::broken_pipe)) {
+      if (idempotent && attempt == 0 &&
+          (ec == bhttp::error::end_of_stream || ec == net::error::connection_reset ||
+           ec == net::error::broken_pipe)) {
         continue;
       }
       result.error = ec.message();

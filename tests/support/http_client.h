@@ -1,5 +1,6 @@
 // A blocking HTTP/1.1 client for tests: one keep-alive connection, with a
-// per-request timeout. Reconnects when the server closed the connection.
+// per-request timeout. Reconnects when the server closed the connection
+// before a request; never sends a POST twice.
 #pragma once
 
 #include <chrono>

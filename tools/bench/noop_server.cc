@@ -23,7 +23,8 @@ int main(int argc, char** argv) {
   relay::http::Router router;
   router.Add(boost::beast::http::verb::post, "/github/webhook", [](relay::http::Request&&, relay::http::Responder r) {
     r.Send(relay::http::MakeResponse(202, R"({"status":"accepted"})"));
-  });
+  }, options.body_limit);
+  options.body_limit_for = router.AsBodyLimitFunction();
   prometheus::Registry registry;
   auto server = relay::http::Server::Start(options, router.AsHandler(), &registry);
   if (!server.ok()) {

@@ -74,6 +74,14 @@ bool WebhookVerifier::Verify(std::string_view header, std::string_view body) con
   return match;
 }
 
+std::array<uint8_t, 32> Sha256(std::string_view body) {
+  std::array<uint8_t, 32> digest{};
+  unsigned int len = 0;
+  RELAY_CHECK(EVP_Digest(body.data(), body.size(), digest.data(), &len, EVP_sha256(), nullptr) == 1 &&
+              len == digest.size());
+  return digest;
+}
+
 std::string SignWebhook(std::string_view secret, std::string_view body) {
   static constexpr char kHex[] = "0123456789abcdef";
   Mac mac = Hmac(secret, body);

@@ -1,13 +1,33 @@
 #include "relay/http/router.h"
 
+#include <algorithm>
+
 #include "prometheus/text_serializer.h"
 
 namespace relay::http {
 
 namespace bhttp = boost::beast::http;
 
-void Router::Add(bhttp::verb method, std::string path, Handler handler) {
-  routes_[std::move(path)].emplace_back(method, std::move(handler));
+void Router::Add(bhttp::verb method, std::string path, Handler handler, uint64_t body_limit) {
+  routes_[std::move(path)].push_back({method, std::move(handler), body_limit});
+}
+
+uint64_t Router::MaxBodyLimit() const {
+  uint64_t largest = kDefaultBodyLimit;
+  for (const auto& [path, routes] : routes_) {
+    for (const auto& route : routes) largest = std::max(largest, route.body_limit);
+  }
+  return largest;
+}
+
+uint64_t Router::BodyLimit(bhttp::verb method, std::string_view target) const {
+  auto it = routes_.find(target.substr(0, target.find('?')));
+  if (it != routes_.end()) {
+    for (const auto& route : it->second) {
+      if (route.method == method) return route.body_limit;
+    }
+  }
+  return kDefaultBodyLimit;
 }
 
 void Router::Handle(Request&& request, Responder responder) const {
@@ -19,26 +39,28 @@ void Router::Handle(Request&& request, Responder responder) const {
     return;
   }
   std::string allow;
-  for (const auto& [method, handler] : it->second) {
-    if (method == request.method()) {
-      handler(std::move(request), std::move(responder));
+  for (const auto& route : it->second) {
+    if (route.method == request.method()) {
+      route.handler(std::move(request), std::move(responder));
       return;
     }
     if (!allow.empty()) allow += ", ";
-    allow += std::string(bhttp::to_string(method));
+    allow += std::string(bhttp::to_string(route.method));
   }
   Response response = MakeResponse(405, R"({"error":"method not allowed"})");
   response.set(bhttp::field::allow, allow);
   responder.Send(std::move(response));
 }
 
-void AddOpsRoutes(Router& router, prometheus::Registry& registry, std::function<bool()> ready) {
+void AddOpsRoutes(Router& router, prometheus::Registry& registry, std::function<absl::Status()> ready) {
   router.Add(bhttp::verb::get, "/healthz", [](Request&&, Responder r) {
     r.Send(MakeResponse(200, "ok\n", "text/plain"));
   });
   router.Add(bhttp::verb::get, "/readyz", [ready = std::move(ready)](Request&&, Responder r) {
-    bool ok = ready();
-    r.Send(MakeResponse(ok ? 200 : 503, ok ? "ready\n" : "not ready\n", "text/plain"));
+    absl::Status status = ready();
+    r.Send(MakeResponse(status.ok() ? 200 : 503,
+                        status.ok() ? "ready\n" : "not ready: " + std::string(status.message()) + "\n",
+                        "text/plain"));
   });
   router.Add(bhttp::verb::get, "/metrics", [&registry](Request&&, Responder r) {
     r.Send(MakeResponse(200, prometheus::TextSerializer().Serialize(registry.Collect()),

@@ -47,6 +47,7 @@ Response MakeResponse(unsigned status, std::string body, std::string_view conten
 }
 
 class ServerImpl;
+class Session;
 
 // One event loop: a single-threaded io_context and its thread. Every
 // connection is pinned to one loop for its whole life, so its handlers never
@@ -61,7 +62,12 @@ struct Loop {
   net::executor_work_guard<net::io_context::executor_type> work{ioc.get_executor()};
   // Responses handed over by threads outside this loop; see Session::Respond.
   std::mutex mailbox_mu;
-  std::vector<std::pair<std::shared_ptr<Session>, Response>> mailbox;
+  struct Mail {
+    std::shared_ptr<Session> session;
+    uint64_t seq;
+    Response response;
+  };
+  std::vector<Mail> mailbox;
   bool drain_posted = false;  // a drain is posted and has not taken the mailbox yet
   std::thread thread;
   // Member order: the mailbox is declared after ioc and so destroyed first:
@@ -77,10 +83,10 @@ using Stream = beast::basic_stream<tcp, Executor, beast::unlimited_rate_policy>;
 
 // One connection, on one loop. Shared by the pending async operation and by
 // the Responder of the request in flight.
-class Session : public std::enable_shared_from_this<Session> {
+class Session : public ResponseSink, public std::enable_shared_from_this<Session> {
  public:
   Session(Socket socket, Loop* loop, ServerImpl* server);
-  ~Session();
+  ~Session() override;
   // Runs the first read on the session's loop (accept completes on the
   // acceptor's), so Shutdown's CloseIfIdle never races it.
   void Start() {
@@ -92,18 +98,23 @@ class Session : public std::enable_shared_from_this<Session> {
   // each would wake the loop's thread once per response (a futex or eventfd
   // write and, on a VM, an inter-processor interrupt each). The mailbox takes
   // the burst under one lock and wakes the loop once.
-  void Respond(Response response);
+  void Respond(uint64_t seq, Response response) override;
   void CloseIfIdle();
 
  private:
   static void DrainMailbox(Loop* loop);
-  void WriteResponse(Response response);
+  void WriteResponse(uint64_t seq, Response response);
+  // Waits for the first byte of the next request under the idle timeout.
+  void AwaitNextRequest();
   void ReadHeader();
   void OnHeader(beast::error_code ec);
   void ReadBody();
   void OnBody(beast::error_code ec);
   void OnReadError(beast::error_code ec);
+  void OnHandlerDeadline(uint64_t seq);
   void Write(Response response, bool close);
+  bool Reserve(int64_t bytes);
+  void ReleaseReservation();
   void Close();
 
   Stream stream_;
@@ -111,8 +122,19 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   Loop* loop_;
   ServerImpl* server_;
-  bool busy_ = false;  // a request is with the handler or being answered
+  net::basic_waitable_timer<std::chrono::steady_clock, net::wait_traits<std::chrono::steady_clock>, Executor>
+      handler_timer_;
+  bool busy_ = false;       // a request is with the handler or being answered
+  bool answered_ = false;   // the request numbered seq_ has its response
+  uint64_t seq_ = 0;        // number of the current request on this connection
   bool request_keep_alive_ = true;
+  int64_t reserved_ = 0;    // body bytes held against the server's budget
+  // Reserves each chunk of a chunked body as its header arrives (the parser
+  // keeps a reference, hence a member).
+  std::function<void(std::uint64_t, std::string_view, beast::error_code&)> on_chunk_header_ =
+      [this](std::uint64_t size, std::string_view, beast::error_code& e) {
+        if (!Reserve(static_cast<int64_t>(size))) e = bhttp::error::buffer_overflow;
+      };
   std::chrono::steady_clock::time_point started_;
 };
 
@@ -141,7 +163,12 @@ class ServerImpl final : public Server {
                   .Name("relay_http_open_connections")
                   .Help("Open HTTP connections")
                   .Register(*registry_)
-                  .Add({})) {
+                  .Add({})),
+        body_bytes_gauge_(prometheus::BuildGauge()
+                              .Name("relay_http_body_bytes_in_flight")
+                              .Help("Request body bytes being received, before their handler took them")
+                              .Register(*registry_)
+                              .Add({})) {
     for (int i = 0; i < options_.threads; ++i) loops_.push_back(std::make_unique<Loop>());
     acceptor_.emplace(accept_loop_.ioc);
     accept_retry_.emplace(accept_loop_.ioc);
@@ -213,11 +240,52 @@ class ServerImpl final : public Server {
     sessions_.insert(s);
     open_.Increment();
   }
+  // Takes `bytes` from the body budget; false (nothing taken) past it.
+  bool ReserveBody(int64_t bytes) {
+    int64_t now = body_bytes_.fetch_add(bytes) + bytes;
+    if (now > options_.max_body_bytes_in_flight) {
+      body_bytes_.fetch_sub(bytes);
+      return false;
+    }
+    body_bytes_gauge_.Increment(static_cast<double>(bytes));
+    return true;
+  }
+  void ReleaseBody(int64_t bytes) {
+    body_bytes_.fetch_sub(bytes);
+    body_bytes_gauge_.Decrement(static_cast<double>(bytes));
+  }
+  uint64_t BodyLimitFor(bhttp::verb method, std::string_view target) const {
+    if (!options_.body_limit_for) return options_.body_limit;
+    return std::min(options_.body_limit, options_.body_limit_for(method, target));
+  }
   void Unregister(Session* s) {
     std::lock_guard lock(mu_);
     sessions_.erase(s);
     open_.Decrement();
     if (sessions_.empty()) cv_.notify_all();
+  }
+
+  int64_t open_connections() {
+    std::lock_guard lock(mu_);
+    return static_cast<int64_t>(sessions_.size());
+  }
+
+  // Past the connection cap: a canned 503 written without waiting (a new
+  // socket's send buffer is empty, so the write does not block) and closed.
+  void RefuseOverCapacity(Socket socket) {
+    static const std::string kOverloaded = [] {
+      std::string body = R"({"error":"too many connections; retry"})";
+      return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+             "Connection: close\r\nContent-Length: " +
+             std::to_string(body.size()) + "\r\n\r\n" + body;
+    }();
+    CountConnectionError("over_capacity");
+    CountResponse(503);
+    beast::error_code ec;
+    socket.non_blocking(true, ec);
+    socket.write_some(net::buffer(kOverloaded), ec);
+    socket.shutdown(tcp::socket::shutdown_both, ec);
+    socket.close(ec);
   }
 
   const ServerOptions& options() const { return options_; }
@@ -255,7 +323,11 @@ class ServerImpl final : public Server {
       if (!draining_) {
         beast::error_code ignored;
         socket.set_option(tcp::no_delay(true), ignored);
-        std::make_shared<Session>(std::move(socket), loop, this)->Start();
+        if (open_connections() >= options_.max_connections) {
+          RefuseOverCapacity(std::move(socket));
+        } else {
+          std::make_shared<Session>(std::move(socket), loop, this)->Start();
+        }
       }
       Accept();
     });
@@ -276,6 +348,8 @@ class ServerImpl final : public Server {
   std::mutex mu_;
   std::condition_variable cv_;
   std::unordered_set<Session*> sessions_;
+  prometheus::Gauge& body_bytes_gauge_;
+  std::atomic<int64_t> body_bytes_{0};
   std::atomic<bool> draining_{false};
   std::atomic<bool> stopped_{false};
   uint16_t port_ = 0;
@@ -292,14 +366,43 @@ class ServerImpl final : public Server {
 };
 
 Session::Session(Socket socket, Loop* loop, ServerImpl* server)
-    : stream_(std::move(socket)), loop_(loop), server_(server) {
+    : stream_(std::move(socket)), loop_(loop), server_(server), handler_timer_(loop->ioc.get_executor()) {
   server_->Register(this);
 }
 
-Session::~Session() { server_->Unregister(this); }
+Session::~Session() {
+  ReleaseReservation();
+  server_->Unregister(this);
+}
+
+bool Session::Reserve(int64_t bytes) {
+  if (bytes <= 0) return true;
+  if (!server_->ReserveBody(bytes)) return false;
+  reserved_ += bytes;
+  return true;
+}
+
+void Session::ReleaseReservation() {
+  if (reserved_ > 0) server_->ReleaseBody(reserved_);
+  reserved_ = 0;
+}
+
+void Session::AwaitNextRequest() {
+  parser_.reset();  // the last request is done; CloseIfIdle must see an idle connection
+  if (server_->draining()) return Close();
+  if (buffer_.size() > 0) return ReadHeader();  // pipelined: the next request is here
+  // A large body grew the buffer; give that memory back between requests.
+  if (buffer_.capacity() > 64 * 1024) buffer_.shrink_to_fit();
+  stream_.expires_after(server_->options().idle_timeout);
+  stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
+    if (ec) return self->Close();  // idle timeout, or the client closed: not an error
+    self->buffer_.commit(n);
+    self->ReadHeader();
+  });
+}
 
 void Session::ReadHeader() {
-  if (server_->draining()) return Close();
+  if (server_->draining() && buffer_.size() == 0) return Close();
   parser_.emplace();
   parser_->body_limit(server_->options().body_limit);
   parser_->header_limit(64 * 1024);
@@ -311,8 +414,25 @@ void Session::ReadHeader() {
 void Session::OnHeader(beast::error_code ec) {
   if (ec) return OnReadError(ec);
   auto& req = parser_->get();
-  // A declared Content-Length over the limit was already refused by the
-  // parser (body_limit error), before any body byte was read.
+  // The route's own limit: a declared Content-Length over it is refused now,
+  // before any body byte is read (one over the server-wide limit already
+  // was, by the parser).
+  uint64_t limit = server_->BodyLimitFor(req.method(), req.target());
+  auto length = parser_->content_length();
+  if (length && *length > limit) {
+    server_->CountConnectionError("too_large");
+    return Write(MakeResponse(413, R"({"error":"request body exceeds the limit"})"), true);
+  }
+  parser_->body_limit(limit);
+  // The body budget: what the body will hold until its handler takes it.
+  // Chunked bodies reserve chunk by chunk as they arrive.
+  if (length && !Reserve(static_cast<int64_t>(*length))) {
+    server_->CountConnectionError("body_budget");
+    Response busy = MakeResponse(503, R"({"error":"too many request bodies in flight; retry"})");
+    busy.set(bhttp::field::retry_after, "1");
+    return Write(std::move(busy), true);
+  }
+  if (parser_->chunked()) parser_->on_chunk_header(on_chunk_header_);
   if (beast::iequals(req[bhttp::field::expect], "100-continue")) {
     // Asynchronous and under the deadline: a client that never reads must
     // not be able to block an I/O thread on this write.
@@ -346,10 +466,29 @@ void Session::OnBody(beast::error_code ec) {
   if (ec) return OnReadError(ec);
   stream_.expires_never();
   busy_ = true;
+  answered_ = false;
+  uint64_t seq = ++seq_;
   started_ = std::chrono::steady_clock::now();
   Request request = parser_->release();
   request_keep_alive_ = request.keep_alive();
-  server_->handler()(std::move(request), Responder(shared_from_this()));
+  handler_timer_.expires_after(server_->options().handler_timeout);
+  handler_timer_.async_wait([self = shared_from_this(), seq](beast::error_code e) {
+    if (!e) self->OnHandlerDeadline(seq);
+  });
+  server_->handler()(std::move(request), Responder(shared_from_this(), seq));
+  // The handler authenticated the request (or handed it on): its body no
+  // longer counts against the budget for unauthenticated bytes.
+  ReleaseReservation();
+}
+
+void Session::OnHandlerDeadline(uint64_t seq) {
+  if (seq != seq_ || answered_) return;
+  server_->CountConnectionError("handler_timeout");
+  log::Warn("request not answered by its handler in time; answering 503",
+            {{"timeout_ms", server_->options().handler_timeout.count()}});
+  Response late = MakeResponse(503, R"({"error":"the request was not answered in time; retry"})");
+  late.set(bhttp::field::retry_after, "1");
+  WriteResponse(seq, std::move(late));
 }
 
 void Session::OnReadError(beast::error_code ec) {
@@ -366,6 +505,12 @@ void Session::OnReadError(beast::error_code ec) {
     server_->CountConnectionError("too_large");
     return Write(MakeResponse(413, R"({"error":"request body exceeds the limit"})"), true);
   }
+  if (ec == bhttp::error::buffer_overflow) {  // a chunk past the body budget
+    server_->CountConnectionError("body_budget");
+    Response busy = MakeResponse(503, R"({"error":"too many request bodies in flight; retry"})");
+    busy.set(bhttp::field::retry_after, "1");
+    return Write(std::move(busy), true);
+  }
   if (ec == bhttp::error::header_limit) {
     server_->CountConnectionError("too_large");
     return Write(MakeResponse(431, R"({"error":"request headers too large"})"), true);
@@ -378,12 +523,12 @@ void Session::OnReadError(beast::error_code ec) {
   Write(MakeResponse(400, R"({"error":"malformed HTTP request"})"), true);
 }
 
-void Session::Respond(Response response) {
-  if (loop_->ioc.get_executor().running_in_this_thread()) return WriteResponse(std::move(response));
+void Session::Respond(uint64_t seq, Response response) {
+  if (loop_->ioc.get_executor().running_in_this_thread()) return WriteResponse(seq, std::move(response));
   bool post = false;
   {
     std::lock_guard lock(loop_->mailbox_mu);
-    loop_->mailbox.emplace_back(shared_from_this(), std::move(response));
+    loop_->mailbox.push_back({shared_from_this(), seq, std::move(response)});
     post = !loop_->drain_posted;
     loop_->drain_posted = true;
   }
@@ -391,16 +536,20 @@ void Session::Respond(Response response) {
 }
 
 void Session::DrainMailbox(Loop* loop) {
-  std::vector<std::pair<std::shared_ptr<Session>, Response>> items;
+  std::vector<Loop::Mail> items;
   {
     std::lock_guard lock(loop->mailbox_mu);
     items.swap(loop->mailbox);
     loop->drain_posted = false;
   }
-  for (auto& [session, response] : items) session->WriteResponse(std::move(response));
+  for (auto& mail : items) mail.session->WriteResponse(mail.seq, std::move(mail.response));
 }
 
-void Session::WriteResponse(Response response) {
+void Session::WriteResponse(uint64_t seq, Response response) {
+  // A handler answering after its deadline already answered 503.
+  if (seq != seq_ || answered_ || !busy_) return;
+  answered_ = true;
+  handler_timer_.cancel();
   server_->ObserveLatency(std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
   bool close = !request_keep_alive_ || server_->draining();
   Write(std::move(response), close);
@@ -415,37 +564,39 @@ void Session::Write(Response response, bool close) {
   bhttp::async_write(stream_, *shared, [self = shared_from_this(), shared, close](beast::error_code ec, size_t) {
     self->busy_ = false;
     if (ec || close) return self->Close();
-    self->ReadHeader();
+    self->AwaitNextRequest();
   });
 }
 
 void Session::CloseIfIdle() {
   net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
-    bool mid_request = self->parser_ && self->parser_->got_some();
+    bool mid_request = (self->parser_ && self->parser_->got_some()) || self->buffer_.size() > 0;
     if (!self->busy_ && !mid_request) self->Close();
   });
 }
 
 void Session::Close() {
   beast::error_code ec;
+  handler_timer_.cancel();
   stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
   stream_.socket().close(ec);
+  ReleaseReservation();
 }
 
-Responder::Responder(std::shared_ptr<Session> session) : session_(std::move(session)) {}
+Responder::Responder(std::shared_ptr<ResponseSink> sink, uint64_t seq) : sink_(std::move(sink)), seq_(seq) {}
 Responder::Responder(Responder&&) noexcept = default;
 Responder& Responder::operator=(Responder&&) noexcept = default;
 Responder::~Responder() {
-  if (session_) {
+  if (sink_) {
     log::Error("request dropped without a response; answering 500");
-    session_->Respond(MakeResponse(500, R"({"error":"internal error"})"));
+    sink_->Respond(seq_, MakeResponse(500, R"({"error":"internal error"})"));
   }
 }
 
 void Responder::Send(Response response) {
-  if (!session_) return;
-  auto session = std::move(session_);
-  session->Respond(std::move(response));
+  if (!sink_) return;
+  auto sink = std::move(sink_);
+  sink->Respond(seq_, std::move(response));
 }
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options, Handler handler,

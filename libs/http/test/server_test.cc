@@ -49,12 +49,30 @@ class ServerTest : public ::testing::Test {
       std::this_thread::sleep_for(1500ms);
       r.Send(MakeResponse(200, "done", "text/plain"));
     });
-    AddOpsRoutes(router_, registry_, [] { return true; });
+    router_.Add(bhttp::verb::post, "/small", [](Request&& req, Responder r) {
+      r.Send(MakeResponse(200, req.body(), "text/plain"));
+    }, /*body_limit=*/10);
+    router_.Add(bhttp::verb::post, "/big", [](Request&& req, Responder r) {
+      r.Send(MakeResponse(200, std::to_string(req.body().size()), "text/plain"));
+    }, /*body_limit=*/1024 * 1024);
+    AddOpsRoutes(router_, registry_, [] { return absl::OkStatus(); });
+    options.body_limit_for = router_.AsBodyLimitFunction();
     auto server = Server::Start(options, router_.AsHandler(), &registry_);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
   }
   std::string Metrics() { return prometheus::TextSerializer().Serialize(registry_.Collect()); }
+  // The metrics once they contain `want` (a server thread may count just
+  // after the client saw the effect), or as they are after 2 s.
+  std::string MetricsWith(const std::string& want) {
+    auto deadline = std::chrono::steady_clock::now() + 2s;
+    std::string m = Metrics();
+    while (m.find(want) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(5ms);
+      m = Metrics();
+    }
+    return m;
+  }
 
   prometheus::Registry registry_;
   Router router_;
@@ -76,7 +94,7 @@ TEST_F(ServerTest, KeepAliveServesManyRequestsOnOneConnection) {
     ASSERT_EQ(r.status, 200) << r.error;
     EXPECT_EQ(r.body, "hello " + std::to_string(i));
   }
-  EXPECT_THAT(Metrics(), HasSubstr("relay_http_open_connections 1"));
+  EXPECT_THAT(MetricsWith("relay_http_open_connections 1"), HasSubstr("relay_http_open_connections 1"));
 }
 
 TEST_F(ServerTest, UnknownPathIs404AndWrongMethodIs405WithAllow) {
@@ -102,7 +120,7 @@ TEST_F(ServerTest, DeclaredBodyOverLimitIs413BeforeTheBodyIsRead) {
   HttpClient client("127.0.0.1", server_->port());
   EXPECT_EQ(client.Post("/echo", {}, std::string(1024, 'a')).status, 200);
   EXPECT_EQ(client.Post("/echo", {}, std::string(1025, 'a')).status, 413);
-  EXPECT_THAT(Metrics(), HasSubstr("relay_http_connection_errors_total{reason=\"too_large\"} 2"));
+  EXPECT_THAT(MetricsWith("relay_http_connection_errors_total{reason=\"too_large\"} 2"), HasSubstr("relay_http_connection_errors_total{reason=\"too_large\"} 2"));
 }
 
 TEST_F(ServerTest, SlowHeaderClientIsCutOffAndOthersAreServedMeanwhile) {
@@ -117,7 +135,7 @@ TEST_F(ServerTest, SlowHeaderClientIsCutOffAndOthersAreServedMeanwhile) {
   EXPECT_EQ(client.Post("/echo", {}, "still served").status, 200);
   EXPECT_EQ(slow.get(), "");  // closed without a response
   EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
-  EXPECT_THAT(Metrics(), HasSubstr("relay_http_connection_errors_total{reason=\"timeout\"} 1"));
+  EXPECT_THAT(MetricsWith("relay_http_connection_errors_total{reason=\"timeout\"} 1"), HasSubstr("relay_http_connection_errors_total{reason=\"timeout\"} 1"));
 }
 
 TEST_F(ServerTest, TruncatedBodyTimesOutWithoutAResponse) {
@@ -127,7 +145,7 @@ TEST_F(ServerTest, TruncatedBodyTimesOutWithoutAResponse) {
   std::string reply = RawExchange("127.0.0.1", server_->port(),
                                   "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nonly-ten!!", 10s);
   EXPECT_EQ(reply, "");
-  EXPECT_THAT(Metrics(), HasSubstr("relay_http_connection_errors_total{reason=\"timeout\"} 1"));
+  EXPECT_THAT(MetricsWith("relay_http_connection_errors_total{reason=\"timeout\"} 1"), HasSubstr("relay_http_connection_errors_total{reason=\"timeout\"} 1"));
 }
 
 TEST_F(ServerTest, MalformedRequestIs400) {
@@ -172,7 +190,7 @@ TEST_F(ServerTest, BurstOfResponsesFromAnotherThreadEachReachTheirOwnConnection)
     EXPECT_EQ(r.status, 202) << r.error;
     EXPECT_EQ(r.body, "answer-to-request-" + std::to_string(i));
   }
-  EXPECT_THAT(Metrics(), HasSubstr("relay_http_responses_total{code=\"202\"} 40"));
+  EXPECT_THAT(MetricsWith("relay_http_responses_total{code=\"202\"} 40"), HasSubstr("relay_http_responses_total{code=\"202\"} 40"));
 }
 
 TEST_F(ServerTest, ABlockedLoopDoesNotDelayNewConnectionsOnOtherLoops) {
@@ -229,6 +247,126 @@ TEST_F(ServerTest, ShutdownFinishesRequestsInFlightThenRefusesNewConnections) {
   EXPECT_EQ(r.headers["connection"], "close");
   HttpClient late("127.0.0.1", port, 2s);
   EXPECT_EQ(late.Post("/echo", {}, "x").status, 0);
+}
+
+// Milliseconds until the server closes a connection that sent `bytes` and
+// then nothing, or -1 if it stays open for `timeout`.
+int64_t MillisUntilClosed(uint16_t port, const std::string& bytes, std::chrono::milliseconds timeout,
+                          std::string* received = nullptr) {
+  auto start = std::chrono::steady_clock::now();
+  std::string got = RawExchange("127.0.0.1", port, bytes, timeout);
+  auto took = std::chrono::steady_clock::now() - start;
+  if (received) *received = got;
+  if (took >= timeout - 50ms) return -1;
+  return std::chrono::duration_cast<std::chrono::milliseconds>(took).count();
+}
+
+TEST_F(ServerTest, IdleKeepAliveHasItsOwnTimeoutLongerThanTheHeaderTimeout) {
+  ServerOptions options;
+  options.header_timeout = 300ms;
+  options.idle_timeout = 1500ms;
+  StartServer(options);
+  // After one request the connection idles: it outlives the header timeout
+  // and closes at the idle timeout.
+  std::string reply;
+  int64_t ms = MillisUntilClosed(server_->port(), "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi",
+                                 5s, &reply);
+  EXPECT_THAT(reply, HasSubstr("HTTP/1.1 200"));
+  EXPECT_GE(ms, 1400);
+  EXPECT_LE(ms, 2200);
+  // A new connection that sends nothing gets only the header timeout.
+  ms = MillisUntilClosed(server_->port(), "", 5s);
+  EXPECT_GE(ms, 250);
+  EXPECT_LE(ms, 900);
+  // And a kept-alive connection used again within the idle timeout works.
+  HttpClient client("127.0.0.1", server_->port());
+  ASSERT_EQ(client.Post("/echo", {}, "one").status, 200);
+  std::this_thread::sleep_for(700ms);  // past the header timeout, within the idle one
+  EXPECT_EQ(client.Post("/echo", {}, "two").status, 200);
+}
+
+TEST_F(ServerTest, RequestHeldPastTheHandlerDeadlineIs503AndTheLateAnswerIsDropped) {
+  ServerOptions options;
+  options.handler_timeout = 500ms;
+  StartServer(options);
+  HttpClient client("127.0.0.1", server_->port(), 5s);
+  auto start = std::chrono::steady_clock::now();
+  auto r = client.Post("/held", {}, "x");
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(r.headers["retry-after"], "1");
+  EXPECT_GE(took, 450ms);
+  EXPECT_LT(took, 1000ms);
+  {
+    // The handler answers late: nothing reaches the client, nothing breaks.
+    std::lock_guard lock(held_mu_);
+    ASSERT_EQ(held_.size(), 1u);
+    held_[0].second.Send(MakeResponse(202, "too late", "text/plain"));
+  }
+  EXPECT_EQ(client.Post("/echo", {}, "next").body, "next");  // the same connection
+  EXPECT_THAT(MetricsWith("relay_http_connection_errors_total{reason=\"handler_timeout\"} 1"), HasSubstr("relay_http_connection_errors_total{reason=\"handler_timeout\"} 1"));
+}
+
+TEST_F(ServerTest, ConnectionsPastTheCapGet503WithRetryAfter) {
+  ServerOptions options;
+  options.max_connections = 2;
+  StartServer(options);
+  HttpClient a("127.0.0.1", server_->port()), b("127.0.0.1", server_->port());
+  ASSERT_EQ(a.Post("/echo", {}, "a").status, 200);
+  ASSERT_EQ(b.Post("/echo", {}, "b").status, 200);
+  std::string reply = RawExchange("127.0.0.1", server_->port(), "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 3s);
+  EXPECT_THAT(reply, HasSubstr("HTTP/1.1 503"));
+  EXPECT_THAT(reply, HasSubstr("Retry-After: 1"));
+  EXPECT_THAT(MetricsWith("relay_http_connection_errors_total{reason=\"over_capacity\"} 1"), HasSubstr("relay_http_connection_errors_total{reason=\"over_capacity\"} 1"));
+}
+
+TEST_F(ServerTest, BodiesInFlightPastTheBudgetGet503BeforeTheyAreRead) {
+  ServerOptions options;
+  options.max_body_bytes_in_flight = 1000;
+  options.body_timeout = 3s;
+  StartServer(options);
+  // One sender declares 800 bytes and sends only part: they stay reserved.
+  auto slow = std::async(std::launch::async, [port = server_->port()] {
+    return RawExchange("127.0.0.1", port, "POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 800\r\n\r\nabc", 5s);
+  });
+  std::string metrics;
+  for (int i = 0; i < 200 && metrics.find("relay_http_body_bytes_in_flight 800") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(10ms);
+    metrics = Metrics();
+  }
+  ASSERT_THAT(metrics, HasSubstr("relay_http_body_bytes_in_flight 800"));
+  std::string refused = RawExchange("127.0.0.1", server_->port(),
+                                    "POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 300\r\n\r\n", 3s);
+  EXPECT_THAT(refused, HasSubstr("HTTP/1.1 503"));
+  EXPECT_THAT(refused, HasSubstr("Retry-After: 1"));
+  // A chunked body that grows past the budget is refused too.
+  std::string chunked = RawExchange("127.0.0.1", server_->port(),
+                                    "POST /big HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                    "12c\r\n" + std::string(300, 'y') + "\r\n0\r\n\r\n", 3s);
+  EXPECT_THAT(chunked, HasSubstr("HTTP/1.1 503"));
+  // Within the budget, bodies pass; the slow sender's bytes come back when
+  // it is cut off.
+  HttpClient client("127.0.0.1", server_->port());
+  EXPECT_EQ(client.Post("/big", {}, std::string(150, 'z')).body, "150");
+  EXPECT_EQ(slow.get(), "");
+  EXPECT_THAT(MetricsWith("relay_http_body_bytes_in_flight 0"), HasSubstr("relay_http_body_bytes_in_flight 0"));
+  EXPECT_EQ(client.Post("/big", {}, std::string(900, 'z')).body, "900");
+  EXPECT_THAT(MetricsWith("relay_http_connection_errors_total{reason=\"body_budget\"} 2"), HasSubstr("relay_http_connection_errors_total{reason=\"body_budget\"} 2"));
+}
+
+TEST_F(ServerTest, EachRouteHasItsOwnBodyLimit) {
+  StartServer();
+  HttpClient client("127.0.0.1", server_->port());
+  EXPECT_EQ(client.Post("/small", {}, "0123456789").status, 200);
+  // Over the route's limit: refused on the declared length, body unread.
+  std::string reply = RawExchange("127.0.0.1", server_->port(),
+                                  "POST /small HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\n", 3s);
+  EXPECT_THAT(reply, HasSubstr("HTTP/1.1 413"));
+  // An unknown path takes only the default limit.
+  reply = RawExchange("127.0.0.1", server_->port(),
+                      "POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n", 3s);
+  EXPECT_THAT(reply, HasSubstr("HTTP/1.1 413"));
+  EXPECT_EQ(client.Post("/big", {}, std::string(500'000, 'b')).body, "500000");
 }
 
 }  // namespace

@@ -13,12 +13,12 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
-#include "delivery_dedup.h"
 #include "relay/base/log.h"
 #include "relay/github/webhook_signature.h"
 #include "relay/kafka/testing/fake_producer.h"
 #include "relay/v1/webhook.pb.h"
-#include "webhook_handler.h"
+#include "relay/intake/delivery_dedup.h"
+#include "relay/intake/webhook_handler.h"
 
 namespace {
 
@@ -70,8 +70,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // The record must round-trip and keep the body byte for byte.
     relay::v1::WebhookRecord record;
     if (!record.ParseFromString(v.record.value) || record.body() != original_body) __builtin_trap();
-    if (h->dedup.Begin(v.delivery_id, [](bool) {}) == relay::intake::DeliveryDedup::Claim::kNew) {
-      h->dedup.Finish(v.delivery_id, data[0] & 2);
+    auto digest = relay::github::Sha256(original_body);
+    if (record.body_sha256() != std::string(digest.begin(), digest.end())) __builtin_trap();
+    auto claim = h->dedup.Begin(v.delivery_id, v.digest, [](bool) {});
+    if (claim == relay::intake::DeliveryDedup::Claim::kNew ||
+        claim == relay::intake::DeliveryDedup::Claim::kConflict) {
+      h->dedup.Finish(v.delivery_id, v.digest, data[0] & 2);
     }
   } else if (v.error.result_int() < 400 || v.error.result_int() >= 500) {
     __builtin_trap();  // a rejection is always a 4xx

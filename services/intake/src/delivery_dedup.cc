@@ -1,4 +1,4 @@
-#include "delivery_dedup.h"
+#include "relay/intake/delivery_dedup.h"
 
 #include <algorithm>
 
@@ -17,37 +17,60 @@ DeliveryDedup::DeliveryDedup(const Clock* clock, std::chrono::milliseconds windo
   entries_.reserve(std::min(max_entries_, kMaxReserved) + kInFlightHeadroom);
 }
 
+DeliveryDedup::Body* DeliveryDedup::Find(Bodies& bodies, const BodyDigest& digest) {
+  for (auto& body : bodies) {
+    if (body.digest == digest) return &body;
+  }
+  return nullptr;
+}
+
 void DeliveryDedup::ExpireLocked(std::chrono::steady_clock::time_point now) {
-  while (!order_.empty() && (order_.front().first + window_ <= now || order_.size() > max_entries_)) {
-    entries_.erase(order_.front().second);
+  while (!order_.empty() && (order_.front().at + window_ <= now || order_.size() > max_entries_)) {
+    const Durable& oldest = order_.front();
+    if (auto it = entries_.find(oldest.id); it != entries_.end()) {
+      Bodies& bodies = it->second;
+      bodies.erase(std::remove_if(bodies.begin(), bodies.end(),
+                                  [&](const Body& b) { return b.durable && b.digest == oldest.digest; }),
+                   bodies.end());
+      if (bodies.empty()) entries_.erase(it);
+    }
     order_.pop_front();
   }
 }
 
-DeliveryDedup::Claim DeliveryDedup::Begin(const std::string& delivery_id, Waiter on_outcome) {
+DeliveryDedup::Claim DeliveryDedup::Begin(const std::string& delivery_id, const BodyDigest& digest,
+                                          Waiter on_outcome) {
   std::lock_guard lock(mu_);
   ExpireLocked(clock_->Now());
   auto [it, inserted] = entries_.try_emplace(delivery_id);
-  if (inserted) return Claim::kNew;
-  if (it->second.durable) return Claim::kDone;
-  it->second.waiters.push_back(std::move(on_outcome));
-  return Claim::kJoined;
+  Bodies& bodies = it->second;
+  if (Body* known = Find(bodies, digest)) {
+    if (known->durable) return Claim::kDone;
+    known->waiters.push_back(std::move(on_outcome));
+    return Claim::kJoined;
+  }
+  bodies.push_back(Body{digest, false, {}});
+  return inserted ? Claim::kNew : Claim::kConflict;
 }
 
-void DeliveryDedup::Finish(const std::string& delivery_id, bool durable) {
+void DeliveryDedup::Finish(const std::string& delivery_id, const BodyDigest& digest, bool durable) {
   std::vector<Waiter> waiters;
   {
     std::lock_guard lock(mu_);
     auto it = entries_.find(delivery_id);
     if (it == entries_.end()) return;
-    waiters.swap(it->second.waiters);
+    Bodies& bodies = it->second;
+    Body* body = Find(bodies, digest);
+    if (!body) return;
+    waiters.swap(body->waiters);
     if (durable && window_.count() > 0) {
-      it->second.durable = true;
+      body->durable = true;
       auto now = clock_->Now();
-      order_.emplace_back(now, delivery_id);
+      order_.push_back({now, delivery_id, digest});
       ExpireLocked(now);
     } else {
-      entries_.erase(it);
+      bodies.erase(bodies.begin() + (body - bodies.data()));
+      if (bodies.empty()) entries_.erase(it);
     }
   }
   for (auto& w : waiters) std::move(w)(durable);

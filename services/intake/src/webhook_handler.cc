@@ -1,8 +1,10 @@
-#include "webhook_handler.h"
+#include "relay/intake/webhook_handler.h"
 
 #include <simdjson.h>
 
 #include <boost/beast/core/string.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/json/string_view.hpp>
 #include <boost/url/parse_query.hpp>
 
 #include "relay/base/log.h"
@@ -14,11 +16,11 @@ namespace {
 namespace bhttp = boost::beast::http;
 using boost::beast::iequals;
 
-// Request headers kept in the record (lower-case), besides event and delivery.
+// Request headers kept in the record (lower-case), besides event and
+// delivery. Never the signature: see body_sha256 in webhook.proto.
 constexpr std::string_view kKeptHeaders[] = {
     "user-agent",
     "content-type",
-    "x-hub-signature-256",
     "x-github-hook-id",
     "x-github-hook-installation-target-type",
     "x-github-hook-installation-target-id",
@@ -77,11 +79,13 @@ struct PayloadFacts {
   int64_t installation_id = 0;
 };
 
-// Fully validates `json` (simdjson's DOM parser checks the whole document)
-// and reads the few fields the record carries. One parser per thread: the
-// parser reuses its buffers, so steady state allocates nothing.
-bool ParsePayload(std::string_view json, PayloadFacts* facts) {
-  thread_local simdjson::dom::parser parser;
+// Documents up to this size are parsed by the thread's own parser, which
+// keeps its buffers (about 7x the document) for the next one. A larger one
+// gets a parser of its own, freed with it: one 25 MB webhook must not leave
+// ~175 MB per I/O thread behind for the life of the process.
+constexpr size_t kThreadParserMaxBytes = 1024 * 1024;
+
+bool ParseWith(simdjson::dom::parser& parser, std::string_view json, PayloadFacts* facts) {
   simdjson::dom::element doc;
   if (parser.parse(json.data(), json.size()).get(doc) != simdjson::SUCCESS) return false;
   simdjson::dom::object root;
@@ -102,21 +106,30 @@ bool ParsePayload(std::string_view json, PayloadFacts* facts) {
   return true;
 }
 
-std::string JsonString(std::string_view s) {
-  // Delivery ids are validated printable ASCII without quotes' special
-  // meaning to us, but escape anyway: the id came from the network.
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out.push_back('\\');
-    out.push_back(c);
+// Fully validates `json` (simdjson's DOM parser checks the whole document)
+// and reads the few fields the record carries. Steady state allocates
+// nothing: webhook-sized documents reuse the thread's parser.
+simdjson::dom::parser& ThreadParser() {
+  thread_local simdjson::dom::parser parser(kThreadParserMaxBytes);
+  return parser;
+}
+
+bool ParsePayload(std::string_view json, PayloadFacts* facts) {
+  if (json.size() > kThreadParserMaxBytes) {
+    simdjson::dom::parser once;
+    return ParseWith(once, json, facts);
   }
-  out.push_back('"');
-  return out;
+  return ParseWith(ThreadParser(), json, facts);
+}
+
+// A JSON string literal for `s` (ids from the network, error messages).
+std::string JsonString(std::string_view s) {
+  return boost::json::serialize(boost::json::string_view(s.data(), s.size()));
 }
 
 // Indexed by WebhookHandler::Outcome.
-constexpr const char* kOutcomeNames[] = {"accepted", "duplicate", "bad_signature",
-                                         "bad_headers", "bad_body", "unavailable"};
+constexpr const char* kOutcomeNames[] = {"accepted", "duplicate", "conflict", "bad_signature",
+                                         "bad_headers", "bad_body", "unavailable", "refused"};
 
 }  // namespace
 
@@ -129,8 +142,8 @@ WebhookHandler::WebhookHandler(WebhookOptions options, kafka::Producer* producer
       clock_(clock),
       outcomes_(prometheus::BuildCounter()
                     .Name("relay_intake_webhooks_total")
-                    .Help("Webhook requests by outcome (accepted, duplicate, bad_signature, "
-                          "bad_headers, bad_body, unavailable)")
+                    .Help("Webhook requests by outcome (accepted, duplicate, conflict, bad_signature, "
+                          "bad_headers, bad_body, unavailable, refused)")
                     .Register(*metrics)) {
   // All outcomes exported from the start (zeros), so rates work at once.
   for (int i = 0; i < kOutcomeCount; ++i) counters_[i] = &outcomes_.Add({{"outcome", kOutcomeNames[i]}});
@@ -178,8 +191,10 @@ WebhookHandler::Validated WebhookHandler::Validate(http::Request& request) {
     return v;
   }
 
+  v.digest = github::Sha256(body);
   relay::v1::WebhookRecord record;
   record.set_delivery_id(std::string(delivery));
+  record.set_body_sha256(v.digest.data(), v.digest.size());
   record.set_event(std::string(event));
   record.set_action(facts.action);
   record.set_repository(facts.repository);
@@ -211,20 +226,45 @@ WebhookHandler::Validated WebhookHandler::Validate(http::Request& request) {
   return v;
 }
 
-void WebhookHandler::Answer(http::Responder& responder, bool durable, bool duplicate,
-                            const std::string& delivery_id) {
-  if (!durable) {
+void WebhookHandler::Answer(http::Responder& responder, const absl::Status& status, bool duplicate,
+                            bool conflict, const std::string& delivery_id) {
+  if (kafka::IsPermanentProduceError(status)) {
+    counters_[kRefused]->Increment();
+    {
+      std::lock_guard lock(refusal_mu_);
+      refusal_ = status;
+      refusal_at_ = clock_->Now();
+    }
+    log::Error("webhook refused by Kafka", {{"delivery_id", delivery_id}, {"error", std::string(status.message())}});
+    // No Retry-After: the same request will be refused again until an
+    // operator fixes the topic; GitHub shows the reason with the delivery.
+    responder.Send(http::MakeResponse(
+        500, "{\"error\":" + JsonString("the event cannot be stored: " + std::string(status.message())) + "}"));
+    return;
+  }
+  if (!status.ok()) {
     counters_[kUnavailable]->Increment();
     auto response = http::MakeResponse(503, R"({"error":"the event could not be made durable; retry"})");
     response.set(bhttp::field::retry_after, "5");
     responder.Send(std::move(response));
     return;
   }
-  counters_[duplicate ? kDuplicate : kAccepted]->Increment();
-  responder.Send(http::MakeResponse(
-      duplicate ? 200 : 202,
-      std::string("{\"status\":\"") + (duplicate ? "duplicate" : "accepted") + "\",\"delivery_id\":" +
-          JsonString(delivery_id) + "}"));
+  if (!duplicate) {
+    std::lock_guard lock(refusal_mu_);
+    refusal_ = absl::OkStatus();  // records flow again
+  }
+  counters_[duplicate ? kDuplicate : conflict ? kConflict : kAccepted]->Increment();
+  std::string body = std::string("{\"status\":\"") + (duplicate ? "duplicate" : "accepted") +
+                     "\",\"delivery_id\":" + JsonString(delivery_id) + (conflict ? ",\"conflict\":true}" : "}");
+  responder.Send(http::MakeResponse(duplicate ? 200 : 202, std::move(body)));
+}
+
+size_t WebhookHandler::ThreadParserCapacity() { return ThreadParser().capacity(); }
+
+absl::Status WebhookHandler::RecentRefusal() const {
+  std::lock_guard lock(refusal_mu_);
+  if (refusal_.ok() || clock_->Now() - refusal_at_ > options_.refusal_window) return absl::OkStatus();
+  return absl::FailedPreconditionError("Kafka refused a webhook record: " + std::string(refusal_.message()));
 }
 
 void WebhookHandler::Handle(http::Request&& request, http::Responder responder) {
@@ -236,29 +276,35 @@ void WebhookHandler::Handle(http::Request&& request, http::Responder responder) 
   // Shared with the dedup waiter, which Begin keeps only for kJoined; exactly
   // one path answers.
   auto shared = std::make_shared<http::Responder>(std::move(responder));
-  auto claim = dedup_->Begin(v.delivery_id, [this, shared, id = v.delivery_id](bool durable) {
-    // The same id was in flight: answer with that request's outcome. A
-    // failure there frees the id, so the sender's retry will be recorded.
-    Answer(*shared, durable, /*duplicate=*/true, id);
+  auto claim = dedup_->Begin(v.delivery_id, v.digest, [this, shared, id = v.delivery_id](bool durable) {
+    // The same delivery was in flight: answer with that request's outcome.
+    // A failure there frees it, so the sender's retry will be recorded.
+    Answer(*shared, durable ? absl::OkStatus() : absl::UnavailableError("not durable"), /*duplicate=*/true,
+           /*conflict=*/false, id);
   });
   switch (claim) {
     case DeliveryDedup::Claim::kJoined:
       return;
     case DeliveryDedup::Claim::kDone:
-      Answer(*shared, /*durable=*/true, /*duplicate=*/true, v.delivery_id);
+      Answer(*shared, absl::OkStatus(), /*duplicate=*/true, /*conflict=*/false, v.delivery_id);
       return;
     case DeliveryDedup::Claim::kNew:
+    case DeliveryDedup::Claim::kConflict:
       break;
   }
-  std::string id = v.delivery_id;
-  producer_->Send(std::move(v.record), [this, shared, id = std::move(id)](absl::Status status) mutable {
+  bool conflict = claim == DeliveryDedup::Claim::kConflict;
+  if (conflict) {
+    log::Warn("delivery id seen before with another body; recording this one too", {{"delivery_id", v.delivery_id}});
+  }
+  producer_->Send(std::move(v.record), [this, shared, conflict, id = std::move(v.delivery_id),
+                                        digest = v.digest](absl::Status status) mutable {
     // On a producer thread: answer only now that the broker has (or has not)
     // acknowledged the record.
-    if (!status.ok()) {
+    if (!status.ok() && !kafka::IsPermanentProduceError(status)) {
       log::Warn("webhook not durable", {{"delivery_id", id}, {"error", std::string(status.message())}});
     }
-    dedup_->Finish(id, status.ok());
-    Answer(*shared, status.ok(), /*duplicate=*/false, id);
+    dedup_->Finish(id, digest, status.ok());
+    Answer(*shared, status, /*duplicate=*/false, conflict, id);
   });
 }
 

@@ -1,4 +1,4 @@
-#include "webhook_handler.h"
+#include "relay/intake/webhook_handler.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -7,6 +7,7 @@
 #include <boost/url/rfc/unreserved_chars.hpp>
 
 #include "prometheus/text_serializer.h"
+#include "relay/http/testing/capture.h"
 #include "relay/kafka/testing/fake_producer.h"
 #include "relay/v1/webhook.pb.h"
 
@@ -74,8 +75,13 @@ TEST_F(WebhookHandlerTest, BuildsRecordWithBodyByteForByte) {
     has_sig |= h.name() == "x-hub-signature-256";
     has_ua |= h.name() == "user-agent" && h.value() == "GitHub-Hookshot/abc";
   }
-  EXPECT_TRUE(has_sig);
+  // A signature in the record would let every reader of the topic replay
+  // the body under any delivery id; its digest is enough for audit.
+  EXPECT_FALSE(has_sig);
   EXPECT_TRUE(has_ua);
+  auto digest = github::Sha256(kBody);
+  EXPECT_EQ(record.body_sha256(), std::string(digest.begin(), digest.end()));
+  EXPECT_EQ(v.digest, digest);
   ASSERT_EQ(v.record.headers.size(), 3u);
   EXPECT_EQ(v.record.headers[0].value, kWebhookSchema);
 }
@@ -172,6 +178,114 @@ TEST_F(WebhookHandlerTest, RotatedSecretsAreAllAccepted) {
   WebhookHandler handler({{"old-secret-0123456789", kSecret}, "github.webhooks", ""}, &producer, &dedup_, &clock_, &registry_);
   EXPECT_TRUE(ValidateCopy(handler, SignedRequest(kBody, "a", "push", "old-secret-0123456789")).ok);
   EXPECT_TRUE(ValidateCopy(handler, SignedRequest(kBody, "b", "push", kSecret)).ok);
+}
+
+// Handle end to end with a fake producer whose acks the test controls, and
+// a captured responder.
+class HandleTest : public WebhookHandlerTest {
+ protected:
+  std::shared_ptr<http::testing::CapturedResponse> Post(http::Request request) {
+    auto [responder, captured] = http::testing::CaptureResponder();
+    handler_.Handle(std::move(request), std::move(responder));
+    return captured;
+  }
+  FakeProducer producer_{FakeProducer::Mode::kManual};
+  WebhookHandler handler_{{{kSecret}, "github.webhooks", "host-1"}, &producer_, &dedup_, &clock_, &registry_};
+};
+
+TEST_F(HandleTest, NothingIsAnsweredBeforeTheBrokerAcknowledged) {
+  auto response = Post(SignedRequest());
+  EXPECT_EQ(response->count(), 0);
+  ASSERT_EQ(producer_.pending(), 1u);
+  ASSERT_TRUE(producer_.CompleteNext(absl::OkStatus()));
+  ASSERT_EQ(response->count(), 1);
+  EXPECT_EQ(response->status(), 202u);
+  EXPECT_THAT(response->response()->body(), HasSubstr(R"("status":"accepted")"));
+}
+
+TEST_F(HandleTest, ARepeatWhileTheFirstIsInFlightGetsTheFirstOutcomeAndNoSecondRecord) {
+  auto first = Post(SignedRequest());
+  auto repeat = Post(SignedRequest());
+  EXPECT_EQ(producer_.sent().size(), 1u);
+  EXPECT_EQ(repeat->count(), 0) << "the repeat must wait for the first one's ack";
+  ASSERT_TRUE(producer_.CompleteNext(absl::OkStatus()));
+  EXPECT_EQ(first->status(), 202u);
+  EXPECT_EQ(repeat->status(), 200u);
+  EXPECT_THAT(repeat->response()->body(), HasSubstr("duplicate"));
+  // And once durable, a repeat is answered at once, still without a record.
+  auto later = Post(SignedRequest());
+  EXPECT_EQ(later->status(), 200u);
+  EXPECT_EQ(producer_.sent().size(), 1u);
+}
+
+TEST_F(HandleTest, AFailedDeliveryFreesTheIdSoTheRetryIsRecorded) {
+  auto first = Post(SignedRequest());
+  auto joined = Post(SignedRequest());
+  ASSERT_TRUE(producer_.CompleteNext(absl::UnavailableError("not acknowledged within the delivery timeout")));
+  EXPECT_EQ(first->status(), 503u);
+  EXPECT_EQ(first->response()->at(bhttp::field::retry_after), "5");
+  EXPECT_EQ(joined->status(), 503u);
+  auto retry = Post(SignedRequest());
+  ASSERT_EQ(producer_.pending(), 1u) << "the retry must be produced again";
+  ASSERT_TRUE(producer_.CompleteNext(absl::OkStatus()));
+  EXPECT_EQ(retry->status(), 202u);
+  EXPECT_EQ(producer_.sent().size(), 2u);
+}
+
+TEST_F(HandleTest, AnotherBodyUnderAKnownIdIsRecordedAsAConflict) {
+  // Someone replays an old signed body under the id of a genuine delivery.
+  constexpr char kOld[] = R"({"action":"closed","number":1,"repository":{"id":42,"full_name":"octo/repo"}})";
+  auto replay = Post(SignedRequest(kOld, "genuine-id"));
+  ASSERT_TRUE(producer_.CompleteNext(absl::OkStatus()));
+  EXPECT_EQ(replay->status(), 202u);
+  // GitHub's delivery of the genuine body is recorded all the same.
+  auto genuine = Post(SignedRequest(kBody, "genuine-id"));
+  ASSERT_EQ(producer_.pending(), 1u);
+  ASSERT_TRUE(producer_.CompleteNext(absl::OkStatus()));
+  EXPECT_EQ(genuine->status(), 202u);
+  EXPECT_THAT(genuine->response()->body(), HasSubstr(R"("conflict":true)"));
+  EXPECT_EQ(producer_.sent().size(), 2u);
+  relay::v1::WebhookRecord second;
+  ASSERT_TRUE(second.ParseFromString(producer_.sent()[1].value));
+  EXPECT_EQ(second.body(), kBody);
+  // Repeats of either body are duplicates.
+  EXPECT_EQ(Post(SignedRequest(kOld, "genuine-id"))->status(), 200u);
+  EXPECT_EQ(Post(SignedRequest(kBody, "genuine-id"))->status(), 200u);
+  EXPECT_EQ(producer_.sent().size(), 2u);
+  EXPECT_THAT(Metrics(), HasSubstr(R"(relay_intake_webhooks_total{outcome="conflict"} 1)"));
+  EXPECT_THAT(Metrics(), HasSubstr(R"(relay_intake_webhooks_total{outcome="duplicate"} 2)"));
+}
+
+TEST_F(HandleTest, APermanentRefusalIs500WithoutRetryAfterAndFailsReadinessUntilRecordsFlow) {
+  auto refused = Post(SignedRequest());
+  ASSERT_TRUE(producer_.CompleteNext(absl::InvalidArgumentError("delivery: MSG_SIZE_TOO_LARGE")));
+  EXPECT_EQ(refused->status(), 500u);
+  EXPECT_EQ(refused->response()->count(bhttp::field::retry_after), 0u);
+  EXPECT_THAT(refused->response()->body(), HasSubstr("MSG_SIZE_TOO_LARGE"));
+  EXPECT_THAT(handler_.RecentRefusal().message(), HasSubstr("MSG_SIZE_TOO_LARGE"));
+  EXPECT_THAT(Metrics(), HasSubstr(R"(relay_intake_webhooks_total{outcome="refused"} 1)"));
+  // The id was freed: a later attempt is produced, and a success clears it.
+  auto next = Post(SignedRequest());
+  ASSERT_TRUE(producer_.CompleteNext(absl::OkStatus()));
+  EXPECT_EQ(next->status(), 202u);
+  EXPECT_TRUE(handler_.RecentRefusal().ok());
+  // Without traffic, the refusal also ages out of readiness.
+  Post(SignedRequest(kBody, "d-other"));
+  ASSERT_TRUE(producer_.CompleteNext(absl::NotFoundError("delivery: UNKNOWN_TOPIC_OR_PART")));
+  EXPECT_FALSE(handler_.RecentRefusal().ok());
+  clock_.Advance(std::chrono::seconds(31));
+  EXPECT_TRUE(handler_.RecentRefusal().ok());
+}
+
+TEST_F(WebhookHandlerTest, AVeryLargeBodyDoesNotGrowTheThreadsParser) {
+  FakeProducer producer;
+  WebhookHandler handler({{kSecret}, "github.webhooks", ""}, &producer, &dedup_, &clock_, &registry_);
+  ASSERT_TRUE(ValidateCopy(handler, SignedRequest()).ok);
+  size_t steady = WebhookHandler::ThreadParserCapacity();
+  std::string big = R"({"action":"opened","padding":")" + std::string(8 * 1024 * 1024, 'x') + "\"}";
+  ASSERT_TRUE(ValidateCopy(handler, SignedRequest(big, "d-big")).ok);
+  EXPECT_EQ(WebhookHandler::ThreadParserCapacity(), steady);
+  EXPECT_LE(steady, 1024u * 1024u);
 }
 
 }  // namespace

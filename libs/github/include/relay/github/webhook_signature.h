@@ -3,6 +3,8 @@
 // secret. Thread-safe; immutable after construction.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,5 +39,9 @@ class WebhookVerifier {
 
 // "sha256=<hex>" for `body` under `secret`, as GitHub computes it.
 std::string SignWebhook(std::string_view secret, std::string_view body);
+
+// SHA-256 of a body: what binds a delivery id to its content (intake's
+// dedup, the record's body_sha256) without keeping a signature around.
+std::array<uint8_t, 32> Sha256(std::string_view body);
 
 }  // namespace relay::github

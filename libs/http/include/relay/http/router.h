@@ -12,20 +12,39 @@
 
 namespace relay::http {
 
+// Each route has its own body limit (checked by the server before the body
+// is read); unknown paths get kDefaultBodyLimit. Add routes before the
+// server starts; after that the router is read-only (and thread-safe).
 class Router {
  public:
-  void Add(boost::beast::http::verb method, std::string path, Handler handler);
+  static constexpr uint64_t kDefaultBodyLimit = 64 * 1024;
+
+  void Add(boost::beast::http::verb method, std::string path, Handler handler,
+           uint64_t body_limit = kDefaultBodyLimit);
   void Handle(Request&& request, Responder responder) const;
   Handler AsHandler() const {
     return [this](Request&& r, Responder s) { Handle(std::move(r), std::move(s)); };
   }
+  // The largest limit of any route (ServerOptions::body_limit).
+  uint64_t MaxBodyLimit() const;
+  // For ServerOptions::body_limit_for.
+  uint64_t BodyLimit(boost::beast::http::verb method, std::string_view target) const;
+  BodyLimitFunction AsBodyLimitFunction() const {
+    return [this](boost::beast::http::verb m, std::string_view t) { return BodyLimit(m, t); };
+  }
 
  private:
-  std::map<std::string, std::vector<std::pair<boost::beast::http::verb, Handler>>, std::less<>> routes_;
+  struct Route {
+    boost::beast::http::verb method;
+    Handler handler;
+    uint64_t body_limit;
+  };
+  std::map<std::string, std::vector<Route>, std::less<>> routes_;
 };
 
-// /healthz (process is up), /readyz (`ready()` true: 200, else 503), and
-// /metrics (Prometheus text format of `registry`).
-void AddOpsRoutes(Router& router, prometheus::Registry& registry, std::function<bool()> ready);
+// /healthz (process is up), /readyz (200 when `ready()` returns OK, else
+// 503 with the reason in the body), and /metrics (Prometheus text format of
+// `registry`).
+void AddOpsRoutes(Router& router, prometheus::Registry& registry, std::function<absl::Status()> ready);
 
 }  // namespace relay::http

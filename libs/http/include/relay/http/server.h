@@ -1,15 +1,22 @@
 // HTTP/1.1 server on Boost.Beast/Asio for every relay service.
 //
 // - keep-alive, pipelining-safe (one request at a time per connection)
-// - body limit checked against Content-Length before the body is read (413)
-// - header_timeout bounds an idle keep-alive connection and the time to read
-//   the request line and headers; body_timeout bounds reading the body. A
-//   slow or truncated client is cut off, never holds a thread: all I/O is
-//   asynchronous: `threads` event loops of one thread each, every connection
-//   pinned to one loop; accepting runs on a loop of its own.
+// - limits checked before the body is read: the route's body limit against
+//   Content-Length (413), the server-wide budget of body bytes being
+//   received (503 + Retry-After), the connection cap (503 + Retry-After)
+// - deadlines: header_timeout for a new connection's first request line and
+//   headers, idle_timeout for a keep-alive connection waiting for its next
+//   request, body_timeout for reading a body and writing a response,
+//   handler_timeout for a request held by its handler (then 503 +
+//   Retry-After; a later answer from the handler is dropped). A slow or
+//   silent client is cut off and never holds a thread: all I/O is
+//   asynchronous on `threads` event loops of one thread each, every
+//   connection pinned to one loop; accepting runs on a loop of its own.
 // - answers "Expect: 100-continue" once the headers passed the limits
 // - Shutdown(): stop accepting, close idle connections, let requests in
 //   flight finish (their responses carry Connection: close), then stop.
+//   A service's two-phase drain (readiness off first, listener later) is
+//   the service skeleton's job (libs/service), not this class's.
 #pragma once
 
 #include <chrono>
@@ -28,14 +35,23 @@ namespace relay::http {
 using Request = boost::beast::http::request<boost::beast::http::string_body>;
 using Response = boost::beast::http::response<boost::beast::http::string_body>;
 
-class Session;
+// Where the response to one request goes: a connection of the server, or a
+// test's capture (http/testing/capture.h). Thread-safe.
+class ResponseSink {
+ public:
+  virtual ~ResponseSink() = default;
+  // Delivers the response to request number `seq` of this sink. A response
+  // for a request that was already answered (by the handler deadline) is
+  // dropped.
+  virtual void Respond(uint64_t seq, Response response) = 0;
+};
 
 // Sends the one response to one request. Move-only. Call Send exactly once,
 // from any thread; a Responder dropped unsent answers 500 (a bug, logged).
 // The Server must outlive every Responder.
 class Responder {
  public:
-  explicit Responder(std::shared_ptr<Session> session);
+  Responder(std::shared_ptr<ResponseSink> sink, uint64_t seq);
   Responder(Responder&&) noexcept;
   Responder& operator=(Responder&&) noexcept;
   Responder(const Responder&) = delete;
@@ -45,18 +61,34 @@ class Responder {
   void Send(Response response);
 
  private:
-  std::shared_ptr<Session> session_;
+  std::shared_ptr<ResponseSink> sink_;
+  uint64_t seq_ = 0;
 };
 
 using Handler = std::function<void(Request&&, Responder)>;
+// The body limit for a request, from its method and target (the router's
+// per-route limits); never above ServerOptions::body_limit.
+using BodyLimitFunction = std::function<uint64_t(boost::beast::http::verb, std::string_view target)>;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // 0: the kernel picks; see Server::port()
-  int threads = 2;  // event loops (one thread each), plus one accepting thread
+  int threads = 2;    // event loops (one thread each), plus one accepting thread
+  // The largest body any route takes; `body_limit_for` narrows it per route.
   uint64_t body_limit = 25 * 1024 * 1024;
+  BodyLimitFunction body_limit_for;
   std::chrono::milliseconds header_timeout{10'000};
+  // Longer than the idle timeout of any balancer in front (AWS ALB 60 s,
+  // nginx upstream keepalive 60 s), so the balancer, not the server, closes
+  // an idle connection and never sends on one the server just closed.
+  std::chrono::milliseconds idle_timeout{75'000};
   std::chrono::milliseconds body_timeout{30'000};
+  std::chrono::milliseconds handler_timeout{30'000};
+  int64_t max_connections = 10'000;
+  // Bytes of request bodies being received (declared Content-Length, or
+  // chunks so far) before their handler took them: what unauthenticated
+  // senders can make the server hold.
+  int64_t max_body_bytes_in_flight = 256 * 1024 * 1024;
 };
 
 // Parses a listen address "host:port" (port 0-65535; 0 lets the kernel

@@ -86,4 +86,17 @@ class FakeProducer final : public Producer {
   std::atomic<bool> connected_ = true;
 };
 
+// A Producer that forwards to one the test owns, for factories that must
+// hand out a unique_ptr (service::Factories) while the test keeps control.
+class BorrowedProducer final : public Producer {
+ public:
+  explicit BorrowedProducer(Producer* target) : target_(target) {}
+  void Send(Record record, DeliveryCallback done) override { target_->Send(std::move(record), std::move(done)); }
+  absl::Status Flush(std::chrono::milliseconds timeout) override { return target_->Flush(timeout); }
+  bool Connected() const override { return target_->Connected(); }
+
+ private:
+  Producer* target_;
+};
+
 }  // namespace relay::kafka::testing

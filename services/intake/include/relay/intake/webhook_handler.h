@@ -4,15 +4,21 @@
 //        active secret (checked first: nothing else is revealed before it)
 //   400  X-GitHub-Event or X-GitHub-Delivery missing or malformed; body not
 //        JSON (application/json, or the `payload` field of a form post)
-//   202  new delivery, acknowledged by Kafka (acks=all)
-//   200  delivery id already durable within the dedup window
+//   202  new delivery, acknowledged by Kafka (acks=all); also a known id
+//        with a different body, which is recorded and reported as a
+//        conflict ("conflict": true in the answer)
+//   200  this id and body already durable within the dedup window
 //   503  Kafka did not acknowledge within the delivery timeout (Retry-After)
+//   500  Kafka refuses the record for good (too large for the topic, no such
+//        topic, not authorized): no Retry-After; readiness fails meanwhile
 // (404/405/413 and timeouts are the HTTP server's and router's.)
 //
 // Every outcome increments relay_intake_webhooks_total{outcome}. Thread-safe.
 #pragma once
 
 #include <array>
+#include <chrono>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -21,8 +27,8 @@
 #include "relay/base/clock.h"
 #include "relay/github/webhook_signature.h"
 #include "relay/http/server.h"
+#include "relay/intake/delivery_dedup.h"
 #include "relay/kafka/producer.h"
-#include "delivery_dedup.h"
 
 namespace relay::intake {
 
@@ -32,6 +38,9 @@ struct WebhookOptions {
   std::vector<std::string> secrets;
   std::string topic = "github.webhooks";
   std::string instance;  // recorded as intake_instance
+  // How long a permanent refusal by Kafka keeps readiness failed, unless a
+  // record is accepted sooner.
+  std::chrono::milliseconds refusal_window{30'000};
 };
 
 class WebhookHandler {
@@ -42,6 +51,10 @@ class WebhookHandler {
 
   void Handle(http::Request&& request, http::Responder responder);
 
+  // OK, or why Kafka last refused a record for good, while that is recent
+  // (for /readyz).
+  absl::Status RecentRefusal() const;
+
   // The record for an authenticated, valid request, or the error response.
   // On success the body has been moved into the record (request.body() is
   // left empty): the body is the bulk of a webhook and is copied only once,
@@ -51,13 +64,22 @@ class WebhookHandler {
     http::Response error;  // when !ok
     kafka::Record record;  // when ok
     std::string delivery_id;
+    BodyDigest digest{};
   };
   Validated Validate(http::Request& request);
 
+  // Bytes of document the calling thread's JSON parser holds on to (for
+  // tests: a very large body must not raise it).
+  static size_t ThreadParserCapacity();
+
  private:
-  enum Outcome { kAccepted, kDuplicate, kBadSignature, kBadHeaders, kBadBody, kUnavailable, kOutcomeCount };
+  enum Outcome {
+    kAccepted, kDuplicate, kConflict, kBadSignature, kBadHeaders, kBadBody, kUnavailable, kRefused,
+    kOutcomeCount
+  };
   http::Response Reject(unsigned status, Outcome outcome, std::string_view reason);
-  void Answer(http::Responder& responder, bool durable, bool duplicate, const std::string& delivery_id);
+  void Answer(http::Responder& responder, const absl::Status& status, bool duplicate, bool conflict,
+              const std::string& delivery_id);
 
   WebhookOptions options_;
   github::WebhookVerifier verifier_;
@@ -67,6 +89,9 @@ class WebhookHandler {
   prometheus::Family<prometheus::Counter>& outcomes_;
   // Resolved once: a label lookup per request costs a map build and a hash.
   std::array<prometheus::Counter*, kOutcomeCount> counters_{};
+  mutable std::mutex refusal_mu_;
+  absl::Status refusal_;
+  std::chrono::steady_clock::time_point refusal_at_;
 };
 
 }  // namespace relay::intake

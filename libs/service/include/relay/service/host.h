@@ -1,0 +1,48 @@
+// Runs a relay service: the one place that knows the start and drain order.
+//
+// Start: common settings -> the service's own settings -> every config error
+// at once -> the service starts (routes, readiness checks, producers) -> the
+// HTTP server listens (/healthz, /readyz, /metrics included).
+//
+// Shutdown, the drain sequence:
+//   1. /readyz answers 503 "draining" for http.drain_delay while the server
+//      keeps accepting and serving (a balancer sees it and stops sending);
+//   2. the listener closes, idle connections close, requests in flight
+//      finish (their responses say Connection: close), within
+//      http.drain_timeout;
+//   3. Service::Drain with what is left of http.drain_timeout (at least 1 s):
+//      consumers stop and commit, producers flush;
+//   4. the service is destroyed, then the server.
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "relay/service/service.h"
+
+namespace relay::service {
+
+class Host {
+ public:
+  // Fails (InvalidArgument) on any configuration error, or with the
+  // service's or the server's start error.
+  static absl::StatusOr<std::unique_ptr<Host>> Start(Definition definition, Config config,
+                                                     Factories factories = {});
+  virtual ~Host() = default;
+  virtual uint16_t port() const = 0;
+  virtual Runtime& runtime() = 0;
+  // OK when ready; the reasons otherwise ("draining", failing checks).
+  virtual absl::Status Ready() const = 0;
+  // The drain sequence above. Idempotent. False if a step ran out of time.
+  virtual bool Shutdown() = 0;
+};
+
+// main() of every relay service:
+//   <name> [--config FILE] [--port-file FILE]
+// Every key can also come from RELAY_* variables. Runs until SIGTERM or
+// SIGINT, then drains. Exit codes: 0 drained cleanly, 1 start failure or an
+// incomplete drain, 2 bad usage or configuration. The port file is written
+// (atomically) once the server listens, so a launcher can wait for it.
+int Main(int argc, char** argv, Definition definition);
+
+}  // namespace relay::service

@@ -1,0 +1,102 @@
+// What every relay service is made of, apart from its own logic: the
+// settings all services share, the I/O edges a host hands it (factories that
+// tests replace), and the runtime it registers its routes and readiness
+// conditions with. A service implements `Service` and a `Definition`; the
+// host (host.h) does the rest: configuration, signals, ops endpoints, the
+// port file and the drain sequence, the same way for every service.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "prometheus/registry.h"
+#include "relay/base/clock.h"
+#include "relay/base/config.h"
+#include "relay/http/router.h"
+#include "relay/http/server.h"
+#include "relay/kafka/admin.h"
+#include "relay/kafka/consumer.h"
+#include "relay/kafka/producer.h"
+
+namespace relay::service {
+
+// Settings every service reads (http.*, log.level).
+struct CommonSettings {
+  http::ServerOptions http;
+  // Drain, phase 1: after SIGTERM /readyz answers 503 for this long while
+  // the server keeps accepting and serving, so a balancer stops sending.
+  std::chrono::milliseconds drain_delay{5'000};
+  // Phase 2 and 3: requests in flight finish, then the service's own drain
+  // (consumers stop, producers flush), all within this.
+  std::chrono::milliseconds drain_timeout{20'000};
+  std::string log_level = "info";
+};
+
+// Reads http.listen, http.threads, the http timeouts and limits,
+// http.drain_delay, http.drain_timeout and log.level. Bad values are
+// recorded in `config` (reported by Config::Finish with the rest).
+CommonSettings ReadCommonSettings(Config& config);
+
+// Reads the producer keys every service shares (kafka.bootstrap,
+// kafka.client_id, kafka.delivery_timeout, kafka.linger,
+// kafka.compression), with bounds.
+kafka::ProducerOptions ReadProducerOptions(Config& config, const std::string& default_client_id);
+
+// The I/O edges a service gets from its host. The defaults are the real
+// clients; tests swap in fakes (libs/kafka/testing) and a FakeClock.
+struct Factories {
+  std::function<absl::StatusOr<std::unique_ptr<kafka::Producer>>(kafka::ProducerOptions, prometheus::Registry*)>
+      producer = kafka::NewKafkaProducer;
+  std::function<absl::StatusOr<std::unique_ptr<kafka::Consumer>>(kafka::ConsumerOptions, kafka::Producer*,
+                                                                 prometheus::Registry*)>
+      consumer = kafka::NewKafkaConsumer;
+  std::function<absl::StatusOr<std::unique_ptr<kafka::Admin>>(const std::string& bootstrap,
+                                                              const std::string& client_id)>
+      admin = kafka::NewKafkaAdmin;
+  const Clock* clock = nullptr;  // the system clock when null
+};
+
+// What a running service is handed by its host. Routes and readiness checks
+// are added while the service starts (before the server listens).
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+  virtual prometheus::Registry& metrics() = 0;
+  virtual http::Router& router() = 0;
+  virtual const Clock& clock() const = 0;
+  virtual const Factories& factories() const = 0;
+  // /readyz answers 200 only while every check returns OK and the host is
+  // not draining; otherwise 503 naming each failing check and its reason.
+  // Checks run on HTTP threads: they must be quick (read a cached result).
+  virtual void AddReadinessCheck(std::string name, std::function<absl::Status()> check) = 0;
+  // Runs `task` on a thread of the host now and then every `interval` until
+  // the host shuts down (slow checks whose result a readiness check reads).
+  virtual void Every(std::chrono::milliseconds interval, std::function<void()> task) = 0;
+};
+
+class Service {
+ public:
+  virtual ~Service() = default;
+  // Called once the HTTP server has drained (no request in flight): stop
+  // consuming, flush producers, within `budget`. False when something could
+  // not finish in time. The service is destroyed after this, before the
+  // server.
+  virtual bool Drain(std::chrono::milliseconds budget) = 0;
+};
+
+// Starts the service on a runtime.
+using Starter = absl::AnyInvocable<absl::StatusOr<std::unique_ptr<Service>>(Runtime&)>;
+
+struct Definition {
+  std::string name;  // the binary's name, e.g. "relay-intake"
+  // Reads the service's own keys from the config (the host read the common
+  // ones) and returns how to start it. Errors are either returned or
+  // recorded in the config (Config::Fail) to be reported with the others.
+  absl::AnyInvocable<absl::StatusOr<Starter>(Config&, const CommonSettings&)> configure;
+};
+
+}  // namespace relay::service

@@ -1,0 +1,257 @@
+#include "relay/service/host.h"
+
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "prometheus/gauge.h"
+#include "relay/base/log.h"
+#include "relay/base/signals.h"
+#include "relay/base/status.h"
+
+namespace relay::service {
+
+using std::chrono::milliseconds;
+using namespace std::chrono_literals;
+
+CommonSettings ReadCommonSettings(Config& config) {
+  CommonSettings s;
+  if (auto st = http::ParseListenAddress(config.String("http.listen", "127.0.0.1:8080"), &s.http); !st.ok()) {
+    config.Fail("http.listen", std::string(st.message()));
+  }
+  s.http.threads = static_cast<int>(config.Int("http.threads", 2, 1, 256));
+  s.http.header_timeout = config.Duration("http.header_timeout", 10s, 100ms, 10min);
+  s.http.idle_timeout = config.Duration("http.idle_timeout", 75s, 1s, 1h);
+  s.http.body_timeout = config.Duration("http.body_timeout", 30s, 100ms, 1h);
+  s.http.handler_timeout = config.Duration("http.handler_timeout", 30s, 100ms, 1h);
+  s.http.max_connections = config.Int("http.max_connections", 10'000, 1, 1'000'000);
+  s.http.max_body_bytes_in_flight =
+      config.Bytes("http.max_body_bytes_in_flight", 256LL * 1024 * 1024, 64 * 1024, 64LL * 1024 * 1024 * 1024);
+  s.drain_delay = config.Duration("http.drain_delay", 5s, 0ms, 5min);
+  s.drain_timeout = config.Duration("http.drain_timeout", 20s, 0ms, 10min);
+  s.log_level = config.String("log.level", "info");
+  log::Level level;
+  if (!log::ParseLevel(s.log_level, &level)) config.Fail("log.level", "'" + s.log_level + "' is not debug|info|warn|error");
+  return s;
+}
+
+kafka::ProducerOptions ReadProducerOptions(Config& config, const std::string& default_client_id) {
+  kafka::ProducerOptions o;
+  o.bootstrap = config.RequiredString("kafka.bootstrap");
+  o.client_id = config.String("kafka.client_id", default_client_id);
+  // Zero would mean "wait forever" to librdkafka: the bound is part of every
+  // service's answer to its callers.
+  o.delivery_timeout = config.Duration("kafka.delivery_timeout", 5s, 100ms, 5min);
+  o.linger = config.Duration("kafka.linger", 1ms, 0ms, 1s);
+  o.compression = config.String("kafka.compression", "lz4");
+  static const char* kCodecs[] = {"none", "gzip", "snappy", "lz4", "zstd"};
+  if (std::find(std::begin(kCodecs), std::end(kCodecs), o.compression) == std::end(kCodecs)) {
+    config.Fail("kafka.compression", "'" + o.compression + "' is not none|gzip|snappy|lz4|zstd");
+  }
+  return o;
+}
+
+namespace {
+
+class HostImpl final : public Host, public Runtime {
+ public:
+  HostImpl(std::string name, CommonSettings settings, Factories factories)
+      : name_(std::move(name)),
+        settings_(std::move(settings)),
+        factories_(std::move(factories)),
+        ready_gauge_(prometheus::BuildGauge()
+                         .Name("relay_service_ready")
+                         .Help("1 while /readyz answers 200")
+                         .Register(registry_)
+                         .Add({})) {}
+
+  ~HostImpl() override {
+    Shutdown();
+  }
+
+  absl::Status Start(Starter starter) {
+    RELAY_ASSIGN_OR_RETURN(service_, starter(*this));
+    http::AddOpsRoutes(router_, registry_, [this] { return Ready(); });
+    http::ServerOptions options = settings_.http;
+    options.body_limit = router_.MaxBodyLimit();
+    options.body_limit_for = router_.AsBodyLimitFunction();
+    RELAY_ASSIGN_OR_RETURN(server_, http::Server::Start(options, router_.AsHandler(), &registry_));
+    log::Info(name_ + " listening", {{"host", options.host}, {"port", server_->port()}});
+    return absl::OkStatus();
+  }
+
+  // Runtime
+  prometheus::Registry& metrics() override { return registry_; }
+  http::Router& router() override { return router_; }
+  const Clock& clock() const override { return factories_.clock ? *factories_.clock : system_clock_; }
+  const Factories& factories() const override { return factories_; }
+  void AddReadinessCheck(std::string name, std::function<absl::Status()> check) override {
+    std::lock_guard lock(mu_);
+    checks_.emplace_back(std::move(name), std::move(check));
+  }
+  void Every(milliseconds interval, std::function<void()> task) override {
+    std::lock_guard lock(mu_);
+    tasks_.emplace_back([this, interval, task = std::move(task)] {
+      std::unique_lock held(mu_);
+      while (!stopping_) {
+        held.unlock();
+        task();
+        held.lock();
+        stop_cv_.wait_for(held, interval, [this] { return stopping_; });
+      }
+    });
+  }
+
+  // Host
+  uint16_t port() const override { return server_ ? server_->port() : 0; }
+  Runtime& runtime() override { return *this; }
+
+  absl::Status Ready() const override {
+    std::vector<std::string> reasons;
+    if (draining_.load()) reasons.push_back("draining (shutting down)");
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& [name, check] : checks_) {
+        if (absl::Status s = check(); !s.ok()) reasons.push_back(name + ": " + std::string(s.message()));
+      }
+    }
+    ready_gauge_.Set(reasons.empty() ? 1 : 0);
+    if (reasons.empty()) return absl::OkStatus();
+    return absl::UnavailableError(absl::StrJoin(reasons, "; "));
+  }
+
+  bool Shutdown() override {
+    if (shut_down_.exchange(true)) return clean_;
+    clean_ = true;
+    if (server_) {
+      // 1. Readiness off, still serving.
+      draining_ = true;
+      log::Info("draining: readiness off, still serving", {{"delay_ms", settings_.drain_delay.count()}});
+      std::this_thread::sleep_for(settings_.drain_delay);
+      // 2. Listener closed, requests in flight finish.
+      auto start = std::chrono::steady_clock::now();
+      log::Info("draining: listener closed, finishing requests in flight",
+                {{"deadline_ms", settings_.drain_timeout.count()}});
+      server_->Shutdown(settings_.drain_timeout);
+      // 3. The service's own drain with what is left.
+      auto left = settings_.drain_timeout - std::chrono::duration_cast<milliseconds>(
+                                                std::chrono::steady_clock::now() - start);
+      if (service_ && !service_->Drain(std::max(left, milliseconds(1000)))) {
+        clean_ = false;
+        log::Error("drain incomplete: the service could not finish in time");
+      }
+    }
+    StopTasks();
+    // 4. The service (its producers' callbacks may still hold Responders)
+    // before the server.
+    service_.reset();
+    server_.reset();
+    if (clean_) log::Info("drained");
+    return clean_;
+  }
+
+ private:
+  void StopTasks() {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    stop_cv_.notify_all();
+    std::vector<std::thread> tasks;
+    {
+      std::lock_guard lock(mu_);
+      tasks.swap(tasks_);
+    }
+    for (auto& t : tasks) t.join();
+  }
+
+  std::string name_;
+  CommonSettings settings_;
+  Factories factories_;
+  SystemClock system_clock_;
+  prometheus::Registry registry_;
+  prometheus::Gauge& ready_gauge_;
+  http::Router router_;
+  mutable std::mutex mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
+  std::vector<std::pair<std::string, std::function<absl::Status()>>> checks_;
+  std::vector<std::thread> tasks_;
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> shut_down_{false};
+  bool clean_ = true;
+  // Declared last, destroyed first (Shutdown resets them in this order too).
+  std::unique_ptr<http::Server> server_;
+  std::unique_ptr<Service> service_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Host>> Host::Start(Definition definition, Config config, Factories factories) {
+  CommonSettings common = ReadCommonSettings(config);
+  absl::StatusOr<Starter> starter = definition.configure(config, common);
+  // Every configuration problem at once: the service's own error (if it
+  // returned one) and all that the config recorded.
+  absl::Status finished = config.Finish();
+  if (!starter.ok() || !finished.ok()) {
+    std::string message;
+    if (!starter.ok()) message = std::string(starter.status().message());
+    if (!finished.ok()) message += (message.empty() ? "" : "\n") + std::string(finished.message());
+    return absl::InvalidArgumentError(message);
+  }
+  log::Level level = log::Level::kInfo;
+  log::ParseLevel(common.log_level, &level);
+  log::SetLevel(level);
+  auto host = std::make_unique<HostImpl>(definition.name, std::move(common), std::move(factories));
+  if (absl::Status s = host->Start(std::move(*starter)); !s.ok()) return s;
+  return std::unique_ptr<Host>(std::move(host));
+}
+
+int Main(int argc, char** argv, Definition definition) {
+  BlockShutdownSignals();
+  std::string config_path, port_file;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if ((arg == "--config" || arg == "--port-file") && i + 1 < argc) {
+      (arg == "--config" ? config_path : port_file) = argv[++i];
+    } else if (arg == "--help" || arg == "-h") {
+      std::cout << "usage: " << definition.name << " [--config FILE] [--port-file FILE]\n"
+                << "Every setting can also come from RELAY_* environment variables.\n";
+      return 0;
+    } else {
+      std::cerr << definition.name << ": unknown argument " << arg << "\n";
+      return 2;
+    }
+  }
+  auto config = Config::Load(config_path, Config::ProcessEnvironment());
+  if (!config.ok()) {
+    log::Error("bad configuration", {{"error", std::string(config.status().message())}});
+    return 2;
+  }
+  auto host = Host::Start(std::move(definition), std::move(*config));
+  if (!host.ok()) {
+    bool config_error = absl::IsInvalidArgument(host.status());
+    log::Error(config_error ? "bad configuration" : "start failed", {{"error", std::string(host.status().message())}});
+    return config_error ? 2 : 1;
+  }
+  if (!port_file.empty()) {
+    // Written only once we listen, and atomically, so a launcher can wait.
+    std::string tmp = port_file + ".tmp";
+    std::ofstream(tmp) << (*host)->port() << "\n";
+    std::rename(tmp.c_str(), port_file.c_str());
+  }
+  int sig = WaitForShutdownSignal();
+  log::Info("shutdown signal", {{"signal", strsignal(sig)}});
+  bool clean = (*host)->Shutdown();
+  host->reset();
+  return clean ? 0 : 1;
+}
+
+}  // namespace relay::service

@@ -1,0 +1,171 @@
+// The service host with a small test service: configuration errors all at
+// once, readiness naming every failing check, and the drain sequence
+// (readiness off while still serving, then the listener, then requests in
+// flight, then the service's own drain). Loopback sockets only.
+#include "relay/service/host.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "support/http_client.h"
+
+namespace relay::service {
+namespace {
+
+namespace bhttp = boost::beast::http;
+using relay::testing::HttpClient;
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+// What the test service saw, in order.
+struct Journal {
+  std::mutex mu;
+  std::vector<std::string> events;
+  std::atomic<bool> healthy{true};
+  std::atomic<int> ticks{0};
+  std::vector<http::Responder> held;
+  void Add(std::string e) {
+    std::lock_guard lock(mu);
+    events.push_back(std::move(e));
+  }
+};
+
+class DemoService final : public Service {
+ public:
+  explicit DemoService(Journal* journal) : journal_(journal) {}
+  bool Drain(std::chrono::milliseconds) override {
+    journal_->Add("service drain");
+    return true;
+  }
+
+ private:
+  Journal* journal_;
+};
+
+Definition Demo(Journal* journal) {
+  return {"relay-demo", [journal](Config& config, const CommonSettings&) -> absl::StatusOr<Starter> {
+            std::string greeting = config.String("demo.greeting", "hello");
+            if (greeting == "refuse") return absl::InvalidArgumentError("demo.greeting: refused");
+            return Starter([journal, greeting](Runtime& rt) -> absl::StatusOr<std::unique_ptr<Service>> {
+              rt.router().Add(bhttp::verb::post, "/greet", [greeting](http::Request&&, http::Responder r) {
+                r.Send(http::MakeResponse(200, greeting, "text/plain"));
+              });
+              rt.router().Add(bhttp::verb::post, "/hold", [journal](http::Request&&, http::Responder r) {
+                std::lock_guard lock(journal->mu);
+                journal->held.push_back(std::move(r));
+              });
+              rt.AddReadinessCheck("downstream", [journal] {
+                return journal->healthy ? absl::OkStatus() : absl::UnavailableError("downstream is down");
+              });
+              rt.AddReadinessCheck("always", [] { return absl::OkStatus(); });
+              rt.Every(20ms, [journal] { ++journal->ticks; });
+              return std::make_unique<DemoService>(journal);
+            });
+          }};
+}
+
+Config MakeConfig(std::map<std::string, std::string> env) {
+  env.emplace("RELAY_HTTP_LISTEN", "127.0.0.1:0");
+  auto config = Config::Load("", std::move(env));
+  EXPECT_TRUE(config.ok());
+  return std::move(*config);
+}
+
+TEST(HostTest, EveryConfigurationErrorIsReportedAtOnce) {
+  Journal journal;
+  auto host = Host::Start(Demo(&journal), MakeConfig({{"RELAY_DEMO_GREETING", "refuse"},
+                                                      {"RELAY_HTTP_DRAIN_DELAY", "1year"},
+                                                      {"RELAY_HTTP_THREADS", "0"},
+                                                      {"RELAY_HTTP_IDEL_TIMEOUT", "5s"}}));
+  ASSERT_FALSE(host.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(host.status()));
+  std::string message(host.status().message());
+  EXPECT_THAT(message, HasSubstr("demo.greeting: refused"));
+  EXPECT_THAT(message, HasSubstr("RELAY_HTTP_DRAIN_DELAY"));
+  EXPECT_THAT(message, HasSubstr("RELAY_HTTP_THREADS"));
+  EXPECT_THAT(message, HasSubstr("RELAY_HTTP_IDEL_TIMEOUT: unknown variable"));
+}
+
+TEST(HostTest, ReadyzNamesEachFailingCheck) {
+  Journal journal;
+  auto host = Host::Start(Demo(&journal), MakeConfig({{"RELAY_HTTP_DRAIN_DELAY", "0s"}}));
+  ASSERT_TRUE(host.ok()) << host.status();
+  HttpClient client("127.0.0.1", (*host)->port());
+  EXPECT_EQ(client.Get("/readyz").status, 200);
+  EXPECT_EQ(client.Get("/healthz").status, 200);
+  journal.healthy = false;
+  auto r = client.Get("/readyz");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(r.body, "not ready: downstream: downstream is down\n");
+  EXPECT_THAT(client.Get("/metrics").body, HasSubstr("relay_service_ready 0"));
+  journal.healthy = true;
+  EXPECT_EQ(client.Get("/readyz").status, 200);
+  // Periodic tasks run until shutdown, and not after.
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (journal.ticks < 3 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  EXPECT_GE(journal.ticks, 3);
+  EXPECT_TRUE((*host)->Shutdown());
+  int after = journal.ticks;
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(journal.ticks, after);
+}
+
+TEST(HostTest, DrainTurnsReadinessOffWhileServingThenFinishesInFlightThenDrainsTheService) {
+  Journal journal;
+  auto host = Host::Start(Demo(&journal), MakeConfig({{"RELAY_HTTP_DRAIN_DELAY", "800ms"},
+                                                      {"RELAY_HTTP_DRAIN_TIMEOUT", "10s"}}));
+  ASSERT_TRUE(host.ok()) << host.status();
+  uint16_t port = (*host)->port();
+  // A request the service holds across the whole drain.
+  auto in_flight = std::async(std::launch::async, [port] { return HttpClient("127.0.0.1", port).Post("/hold", {}, ""); });
+  auto held = [&] {
+    std::lock_guard lock(journal.mu);
+    return journal.held.size();
+  };
+  while (held() == 0) std::this_thread::sleep_for(2ms);
+  HttpClient keep_alive("127.0.0.1", port);
+  ASSERT_EQ(keep_alive.Post("/greet", {}, "").status, 200);
+
+  auto signalled = std::chrono::steady_clock::now();
+  auto shutdown = std::async(std::launch::async, [&] { return (*host)->Shutdown(); });
+  // Phase 1: /readyz says draining, and requests are still served, on open
+  // connections and new ones alike.
+  HttpClient probe("127.0.0.1", port);
+  int ready = 0;
+  for (int i = 0; i < 100 && (ready = probe.Get("/readyz").status) == 200; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(ready, 503);
+  EXPECT_THAT(probe.Get("/readyz").body, HasSubstr("draining"));
+  EXPECT_EQ(keep_alive.Post("/greet", {}, "").status, 200);
+  EXPECT_EQ(HttpClient("127.0.0.1", port).Post("/greet", {}, "").status, 200);
+  // Phase 2: after the delay the listener is closed; the held request is
+  // still waiting, and the service has not been drained yet.
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (HttpClient("127.0.0.1", port, 1s).Get("/healthz").status != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  auto closed_after = std::chrono::steady_clock::now() - signalled;
+  EXPECT_GE(closed_after, 800ms) << "the listener closed before the drain delay was over";
+  EXPECT_LT(closed_after, 2s) << "the listener did not close after the drain delay";
+  {
+    std::lock_guard lock(journal.mu);
+    EXPECT_TRUE(journal.events.empty()) << "the service drained while a request was in flight";
+    journal.events.push_back("request answered");
+    journal.held[0].Send(http::MakeResponse(202, "done", "text/plain"));
+    journal.held.clear();
+  }
+  auto r = in_flight.get();
+  EXPECT_EQ(r.status, 202);
+  EXPECT_EQ(r.headers["connection"], "close");
+  // Phase 3: only then the service's own drain.
+  EXPECT_TRUE(shutdown.get());
+  std::lock_guard lock(journal.mu);
+  EXPECT_THAT(journal.events, ::testing::ElementsAre("request answered", "service drain"));
+}
+
+}  // namespace
+}  // namespace relay::service
