@@ -192,14 +192,22 @@ TEST(ConsumerIT, RebalanceCommitsOnRevokeSoTheNewOwnerRedoesNothing) {
   auto b = NewKafkaConsumer(options, producer->get(), nullptr);
   ASSERT_TRUE(b.ok());
   std::thread run_b([&] { EXPECT_TRUE((*b)->Run(handler_for('b')).ok()); });
-  // After the rebalance, new records land on every partition, B's included.
-  // (A may already have drained the partitions B takes over; without the
-  // commit on revoke B would then redo them from the start.)
-  std::this_thread::sleep_for(5s);
-  std::vector<std::string> later;
-  for (int i = 0; i < 40; ++i) later.push_back("s" + std::to_string(i));
-  ProduceAll(**producer, topic, later);
-  values.insert(values.end(), later.begin(), later.end());
+  // New records keep landing on every partition until B has handled one:
+  // the rebalance happened. (A may already have drained the partitions B
+  // takes over; without the commit on revoke B would then redo them from
+  // the start.)
+  auto b_handled = [&] {
+    std::lock_guard lock(mu);
+    return by_member['b'];
+  };
+  auto join_deadline = std::chrono::steady_clock::now() + 60s;
+  for (int round = 0; b_handled() == 0 && std::chrono::steady_clock::now() < join_deadline; ++round) {
+    std::vector<std::string> later;
+    for (int i = 0; i < 8; ++i) later.push_back("s" + std::to_string(round) + "-" + std::to_string(i));
+    ProduceAll(**producer, topic, later);
+    values.insert(values.end(), later.begin(), later.end());
+    std::this_thread::sleep_for(250ms);
+  }
   auto deadline = std::chrono::steady_clock::now() + 90s;
   while (distinct() < values.size() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(20ms);

@@ -112,8 +112,11 @@ TEST(ProducerFaultTest, BrokerDownFailsWithinDeliveryTimeoutAndRecovers) {
   cluster.SetBrokerUp(false);
   auto started = std::chrono::steady_clock::now();
   absl::Status down = send("during").get();
+  auto took = std::chrono::steady_clock::now() - started;
   EXPECT_TRUE(absl::IsUnavailable(down)) << down;
-  EXPECT_LT(std::chrono::steady_clock::now() - started, 10s);
+  // At the delivery timeout, within one 50 ms deadline sweep.
+  EXPECT_GE(took, 1450ms);
+  EXPECT_LT(took, 1700ms);
   cluster.SetBrokerUp(true);
   // Recovery: within a few delivery timeouts of the broker's return.
   absl::Status after = send("after").get();
@@ -129,9 +132,11 @@ TEST(ProducerFaultTest, UnreachableBrokerNeverHangsTheCaller) {
   auto producer = NewKafkaProducer(options, nullptr);
   ASSERT_TRUE(producer.ok());
   std::promise<absl::Status> p;
+  auto started = std::chrono::steady_clock::now();
   (*producer)->Send(Record{"events", "k", "v", {}}, [&p](absl::Status s) { p.set_value(s); });
   auto f = p.get_future();
   ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 700ms);
   EXPECT_TRUE(absl::IsUnavailable(f.get()));
   EXPECT_FALSE((*producer)->Connected());
 }
