@@ -1,0 +1,89 @@
+// The allowlist of downstream repositories and their levels, in the shape
+// of the reference relay's allowlist.yaml:
+//
+//   L1: [org/repo, ...]                       dispatch only
+//   L2: [org/repo, ...]                       + results recorded
+//   L3:                                       + upstream check runs when the
+//     device:                                   PR carries ciflow/crcr/<device>
+//       org/repo: [oncall, oncall]
+//   L4:                                       + check runs always
+//     - org/repo: "oncall, oncall"
+//
+// A bare "org/repo" item is accepted at every level (under an L3 device, as
+// a list item). Oncalls are a list or a comma-separated string. A repo may
+// appear once in the whole file. Repository names compare
+// case-insensitively, as GitHub's do. Used by dispatch and collector.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+#include "prometheus/registry.h"
+
+namespace relay::allowlist {
+
+enum class Level { kL1 = 1, kL2 = 2, kL3 = 3, kL4 = 4 };
+std::string_view LevelName(Level level);  // "L1".."L4"
+
+struct Entry {
+  std::string repo;  // as written, e.g. "Intel/torch-xpu"
+  Level level = Level::kL1;
+  std::string device;  // L3 only: the ciflow/crcr/<device> label that asks for check runs
+  std::vector<std::string> oncalls;
+};
+
+// Immutable once built; share it as shared_ptr<const Allowlist>.
+class Allowlist {
+ public:
+  // InvalidArgument naming the file and what is wrong (YAML syntax, shape,
+  // a malformed repo name, a repo listed twice).
+  static absl::StatusOr<Allowlist> Parse(std::string_view yaml, std::string_view origin);
+  static absl::StatusOr<Allowlist> Load(const std::string& path);
+
+  // nullptr when the repo is in no level.
+  const Entry* Find(std::string_view repo) const;
+  // Every entry, highest level first, then by name.
+  const std::vector<Entry>& entries() const { return entries_; }
+  size_t Count(Level level) const;
+
+ private:
+  std::vector<Entry> entries_;
+  std::map<std::string, size_t> by_lower_name_;
+};
+
+// An allowlist file reloaded on change without a restart. A new file that
+// does not parse is refused with a log line and a counter; the last good
+// one stays in force. Thread-safe.
+class AllowlistFile {
+ public:
+  // Fails when the file cannot be loaded at start: a service must not run
+  // without one.
+  static absl::StatusOr<std::unique_ptr<AllowlistFile>> Open(std::string path, prometheus::Registry* metrics);
+
+  std::shared_ptr<const Allowlist> Current() const;
+  // Reads the file again if its content changed (call it periodically).
+  // OK when unchanged or reloaded; the parse error when refused.
+  absl::Status Refresh();
+
+ private:
+  AllowlistFile(std::string path, prometheus::Registry* metrics);
+  void Publish(std::shared_ptr<const Allowlist> list);
+
+  std::string path_;
+  prometheus::Family<prometheus::Counter>& reloads_;
+  prometheus::Family<prometheus::Gauge>& repos_;
+  mutable std::mutex mu_;
+  std::shared_ptr<const Allowlist> current_;
+  std::string content_;  // of the file as last read, good or refused
+};
+
+}  // namespace relay::allowlist
