@@ -15,7 +15,6 @@
 namespace relay::kafka {
 namespace {
 
-using internal::TopicPartition;
 
 // A one-partition list for the calls that take lists.
 class OnePartition {
@@ -193,6 +192,13 @@ class KafkaSource final : public internal::Source {
       // A partition paused for a backoff when it was taken away comes back
       // unpaused: its backoff went with it.
       rd_kafka_resume_partitions(rk, partitions);
+      if (self->on_assign_) {
+        std::vector<TopicPartition> assigned;
+        for (int i = 0; i < partitions->cnt; ++i) {
+          assigned.push_back({partitions->elems[i].topic, partitions->elems[i].partition});
+        }
+        self->on_assign_(assigned);
+      }
       return;
     }
     // Revoked: commit what we finished before someone else owns it, so the
@@ -264,7 +270,7 @@ absl::StatusOr<std::unique_ptr<Consumer>> NewKafkaConsumer(ConsumerOptions optio
                                         "it cannot be overridden");
     }
   }
-  internal::LoopOptions loop{options.dead_letter_suffix, options.retry_backoff_min, options.retry_backoff_max};
+  internal::LoopOptions loop = internal::LoopOptionsFrom(options);
   auto registry = internal::RegistryOrOwn(metrics);
   auto source = std::make_unique<KafkaSource>(std::move(options), registry.get());
   if (auto s = source->Start(); !s.ok()) return s;

@@ -45,6 +45,7 @@ LoopConsumer::LoopConsumer(std::unique_ptr<Source> source, LoopOptions options, 
                          .Register(*registry_)
                          .Add({}, prometheus::Histogram::BucketBoundaries{1, 10, 100, 1000, 10'000, 100'000})) {
   source_->set_on_revoke([this](const std::vector<TopicPartition>& revoked) { OnRevoke(revoked); });
+  source_->set_on_assign([this](const std::vector<TopicPartition>& assigned) { OnAssign(assigned); });
 }
 
 absl::Status LoopConsumer::Run(RecordHandler handler) {
@@ -65,6 +66,7 @@ absl::Status LoopConsumer::RunBatches(BatchOptions options, BatchHandler handler
   options.max_records = std::max<size_t>(options.max_records, 1);
   while (!stop_) {
     if (absl::Status fatal = source_->Fatal(); !fatal.ok()) return Fail(fatal);
+    if (!assign_error_.ok()) return Fail(assign_error_);
     ResumeDue();
     milliseconds wait(100);
     if (!pending_.empty()) {
@@ -76,6 +78,8 @@ absl::Status LoopConsumer::RunBatches(BatchOptions options, BatchHandler handler
       // A record fetched before its partition was paused: it comes again
       // after the rewind, in order.
       if (it != backoff_.end() && it->second.resume_at) continue;
+      // A failed assignment hook: nothing of that state may be handed over.
+      if (!assign_error_.ok()) continue;
       if (pending_.empty()) first_at_ = Clock::now();
       pending_bytes_ += static_cast<int64_t>(record->key.size() + record->value.size());
       pending_.push_back(std::move(*record));
@@ -195,7 +199,16 @@ void LoopConsumer::ResumeDue() {
   }
 }
 
+void LoopConsumer::OnAssign(const std::vector<TopicPartition>& assigned) {
+  if (!options_.on_assign || !assign_error_.ok()) return;
+  absl::Status s = options_.on_assign(assigned);
+  if (!s.ok()) {
+    assign_error_ = absl::Status(s.code(), "partition assignment hook: " + std::string(s.message()));
+  }
+}
+
 void LoopConsumer::OnRevoke(const std::vector<TopicPartition>& revoked) {
+  if (options_.on_revoke) options_.on_revoke(revoked);
   for (const auto& tp : revoked) backoff_.erase(tp);
   // Records of a revoked partition not yet handed over belong to its next
   // owner now; handing them over here would do their effect twice.

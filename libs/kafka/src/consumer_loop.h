@@ -22,17 +22,14 @@
 
 namespace relay::kafka::internal {
 
-struct TopicPartition {
-  std::string topic;
-  int32_t partition = 0;
-  auto operator<=>(const TopicPartition&) const = default;
-};
+using kafka::TopicPartition;
 
 // What the loop needs from a Kafka client. Used by one thread (the loop's);
 // callbacks run inside Poll on that thread.
 class Source {
  public:
   using RevokeCallback = std::function<void(const std::vector<TopicPartition>&)>;
+  using AssignCallback = std::function<void(const std::vector<TopicPartition>&)>;
   virtual ~Source() = default;
   // The next record, or nullopt after `timeout`. Client errors met on the
   // way are logged and counted by the source; rebalances run inside Poll
@@ -50,16 +47,26 @@ class Source {
   // Commits stored offsets and leaves the group.
   virtual absl::Status Close() = 0;
   void set_on_revoke(RevokeCallback callback) { on_revoke_ = std::move(callback); }
+  // Called inside Poll once partitions are assigned, before any of their
+  // records is returned.
+  void set_on_assign(AssignCallback callback) { on_assign_ = std::move(callback); }
 
  protected:
   RevokeCallback on_revoke_;
+  AssignCallback on_assign_;
 };
 
 struct LoopOptions {
   std::string dead_letter_suffix = ".dlq";
   std::chrono::milliseconds retry_backoff_min{100};
   std::chrono::milliseconds retry_backoff_max{30'000};
+  PartitionsAssigned on_assign;
+  PartitionsRevoked on_revoke;
 };
+
+inline LoopOptions LoopOptionsFrom(const ConsumerOptions& o) {
+  return {o.dead_letter_suffix, o.retry_backoff_min, o.retry_backoff_max, o.on_assign, o.on_revoke};
+}
 
 // `metrics` itself (not owned) when given, else a registry of one's own.
 inline std::shared_ptr<prometheus::Registry> RegistryOrOwn(prometheus::Registry* metrics) {
@@ -87,6 +94,7 @@ class LoopConsumer final : public Consumer {
   absl::Status DeadLetter(const ConsumedRecord& record, const std::string& reason);
   void ResumeDue();
   void OnRevoke(const std::vector<TopicPartition>& revoked);
+  void OnAssign(const std::vector<TopicPartition>& assigned);
   absl::Status Fail(absl::Status status);
   void SetHealth(absl::Status status);
 
@@ -94,6 +102,7 @@ class LoopConsumer final : public Consumer {
   std::unique_ptr<Source> source_;
   LoopOptions options_;
   Producer* dead_letters_;
+  absl::Status assign_error_;  // loop thread: an on_assign hook failed
   prometheus::Family<prometheus::Counter>& outcomes_;
   prometheus::Counter& done_;
   prometheus::Counter& dead_lettered_;

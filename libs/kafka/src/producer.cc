@@ -236,6 +236,7 @@ class KafkaProducer final : public Producer {
     // p lives until the delivery report.
     rd_kafka_resp_err_t err = rd_kafka_producev(
         rk, RD_KAFKA_V_TOPIC(p->record.topic.c_str()),
+        RD_KAFKA_V_PARTITION(p->record.partition < 0 ? RD_KAFKA_PARTITION_UA : p->record.partition),
         RD_KAFKA_V_KEY(p->record.key.data(), p->record.key.size()),
         RD_KAFKA_V_VALUE(p->record.value.data(), p->record.value.size()), RD_KAFKA_V_MSGFLAGS(0),
         RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_OPAQUE(p), RD_KAFKA_V_END);

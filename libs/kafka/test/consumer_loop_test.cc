@@ -261,6 +261,39 @@ TEST_F(ConsumerLoopTest, FatalClientErrorSurfaces) {
   EXPECT_EQ(Committed(0), -1);
 }
 
+TEST_F(ConsumerLoopTest, TheAssignHookRunsBeforeAnyRecordAndItsFailureStopsTheConsumer) {
+  Put(0, "a");
+  Put(1, "b");
+  ConsumerOptions options = Options();
+  std::vector<std::string> events;
+  options.on_assign = [&](const std::vector<TopicPartition>& tps) {
+    events.push_back("assigned " + std::to_string(tps.size()));
+    return absl::OkStatus();
+  };
+  auto consumer = testing::NewFakeConsumer(&broker_, options, &dlq_);
+  RunUntil(*consumer, [&] {
+    return consumer->Run([&](const ConsumedRecord& r) {
+      events.push_back(r.value);
+      return absl::OkStatus();
+    });
+  }, [&] { return Committed(0) == 1 && Committed(1) == 1; });
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0], "assigned 2");
+
+  Put(0, "c");
+  ConsumerOptions failing = Options();
+  failing.on_assign = [](const std::vector<TopicPartition>&) { return absl::UnavailableError("ledger unreadable"); };
+  auto broken = testing::NewFakeConsumer(&broker_, failing, &dlq_);
+  bool handled = false;
+  absl::Status status = broken->Run([&](const ConsumedRecord&) {
+    handled = true;
+    return absl::OkStatus();
+  });
+  EXPECT_THAT(std::string(status.message()), HasSubstr("ledger unreadable"));
+  EXPECT_FALSE(handled);
+  EXPECT_EQ(Committed(0), 1);
+}
+
 TEST_F(ConsumerLoopTest, ReaderReadsEveryPartitionToTheEndSeenAtTheStart) {
   Put(0, "a");
   Put(1, "b");

@@ -7,7 +7,6 @@
 namespace relay::kafka::testing {
 namespace {
 
-using internal::TopicPartition;
 
 class FakeSource final : public internal::Source {
  public:
@@ -25,6 +24,13 @@ class FakeSource final : public internal::Source {
   }
 
   std::optional<ConsumedRecord> Poll(std::chrono::milliseconds timeout) override {
+    if (!assigned_) {
+      // The one member owns every partition from the first poll on.
+      assigned_ = true;
+      std::vector<TopicPartition> all;
+      for (const auto& [tp, position] : position_) all.push_back(tp);
+      if (on_assign_) on_assign_(all);
+    }
     auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
       // Round-robin over the partitions that are not paused.
@@ -64,13 +70,14 @@ class FakeSource final : public internal::Source {
   std::map<TopicPartition, int64_t> position_;
   std::set<TopicPartition> paused_;
   size_t next_ = 0;
+  bool assigned_ = false;
 };
 
 }  // namespace
 
 std::unique_ptr<Consumer> NewFakeConsumer(FakeBroker* broker, ConsumerOptions options, Producer* dead_letters,
                                           prometheus::Registry* metrics) {
-  internal::LoopOptions loop{options.dead_letter_suffix, options.retry_backoff_min, options.retry_backoff_max};
+  internal::LoopOptions loop = internal::LoopOptionsFrom(options);
   return std::make_unique<internal::LoopConsumer>(std::make_unique<FakeSource>(broker, std::move(options)), loop,
                                                   dead_letters, internal::RegistryOrOwn(metrics));
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -72,6 +73,13 @@ inline constexpr char kDlqTopicHeader[] = "relay-dlq-topic";
 inline constexpr char kDlqPartitionHeader[] = "relay-dlq-partition";
 inline constexpr char kDlqOffsetHeader[] = "relay-dlq-offset";
 
+// Partition ownership hooks, on the consuming thread. on_assign runs before
+// any record of the assigned partitions is handed over (rebuild per-partition
+// state there); an error stops the consumer (Run returns it). on_revoke runs
+// before another member may own them (drop that state).
+using PartitionsAssigned = std::function<absl::Status(const std::vector<TopicPartition>&)>;
+using PartitionsRevoked = std::function<void(const std::vector<TopicPartition>&)>;
+
 struct ConsumerOptions {
   std::string bootstrap;
   std::string group_id;
@@ -85,6 +93,8 @@ struct ConsumerOptions {
   // Bound on records prefetched by librdkafka per partition, so memory is
   // bounded by configuration whatever the input volume.
   int64_t fetch_queue_kbytes = 16 * 1024;
+  PartitionsAssigned on_assign;
+  PartitionsRevoked on_revoke;
   // Raw librdkafka properties, applied last; the ones that carry the
   // at-least-once guarantee are refused (kProtectedConsumerProperties).
   std::map<std::string, std::string> extra;

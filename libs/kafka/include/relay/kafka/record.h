@@ -1,6 +1,7 @@
 // What relay puts on and reads from Kafka, in our own terms.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -19,6 +20,15 @@ struct Record {
   std::string key;
   std::string value;
   std::vector<Header> headers;
+  // -1: the partitioner picks by key. Set to co-partition a record with the
+  // input it stems from (a ledger next to its topic).
+  int32_t partition = -1;
+};
+
+struct TopicPartition {
+  std::string topic;
+  int32_t partition = 0;
+  auto operator<=>(const TopicPartition&) const = default;
 };
 
 // A record read from a topic.

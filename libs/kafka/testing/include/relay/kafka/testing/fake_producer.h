@@ -70,8 +70,9 @@ class FakeProducer final : public Producer {
  private:
   void Ack(const Record& record, absl::Status status, DeliveryCallback done) {
     if (status.ok() && broker_) {
-      auto appended = broker_->Append(record);
-      if (!appended.ok()) status = appended.status();
+      absl::Status appended = record.partition >= 0 ? broker_->AppendTo(record.partition, record).status()
+                                                    : broker_->Append(record).status();
+      if (!appended.ok()) status = appended;
     }
     std::move(done)(std::move(status));
   }

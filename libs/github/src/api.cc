@@ -1,0 +1,160 @@
+#include "relay/github/api.h"
+
+#include <ctime>
+
+#include <boost/json/parse.hpp>
+
+#include "absl/strings/ascii.h"
+#include "relay/base/log.h"
+
+namespace relay::github {
+
+namespace bhttp = boost::beast::http;
+
+std::optional<int64_t> ParseIsoTime(std::string_view text) {
+  std::tm tm{};
+  int consumed = 0;
+  std::string s(text);
+  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2dZ%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                  &tm.tm_min, &tm.tm_sec, &consumed) != 6 ||
+      consumed != static_cast<int>(s.size())) {
+    return std::nullopt;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<int64_t>(timegm(&tm));
+}
+
+namespace {
+
+constexpr int64_t kInstallationCacheSeconds = 3600;
+constexpr int64_t kTokenRefreshMarginSeconds = 300;
+
+std::map<std::string, std::string> BaseHeaders(const std::string& bearer) {
+  return {{"Accept", "application/vnd.github+json"},
+          {"X-GitHub-Api-Version", "2022-11-28"},
+          {"Authorization", "Bearer " + bearer}};
+}
+
+// A short reason from GitHub's error body ({"message": ...}).
+std::string Message(const std::string& body) {
+  boost::system::error_code ec;
+  auto v = boost::json::parse(body, ec);
+  if (!ec && v.is_object()) {
+    if (auto* m = v.as_object().if_contains("message"); m && m->is_string()) return std::string(m->as_string());
+  }
+  return body.substr(0, 200);
+}
+
+}  // namespace
+
+AppCredentials::AppCredentials(std::string app_id, auth::RsaKey key, const Clock* clock)
+    : app_id_(std::move(app_id)), key_(std::move(key)), clock_(clock) {}
+
+absl::StatusOr<std::string> AppCredentials::AppJwt() const {
+  int64_t now = clock_->UnixMillis() / 1000;
+  // iat in the past allows for clock drift; exp at most 10 minutes ahead.
+  return auth::SignRs256({{"iat", now - 60}, {"exp", now + 540}, {"iss", app_id_}}, key_);
+}
+
+absl::StatusOr<int64_t> AppCredentials::InstallationFor(const std::string& repo, http::Client& client) {
+  std::string key = absl::AsciiStrToLower(repo);
+  int64_t now = clock_->UnixMillis() / 1000;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = installations_.find(key); it != installations_.end() && it->second.second > now) {
+      return it->second.first;
+    }
+  }
+  auto jwt = AppJwt();
+  if (!jwt.ok()) return jwt.status();
+  auto r = client.Send(bhttp::verb::get, "/repos/" + repo + "/installation", BaseHeaders(*jwt), "");
+  if (!r.ok()) return r.status();
+  if (r->status == 404) return absl::NotFoundError("the GitHub App is not installed on " + repo);
+  if (r->status != 200) {
+    std::string why = "installation of " + repo + ": HTTP " + std::to_string(r->status) + ": " + Message(r->body);
+    return r->status >= 500 || r->status == 429 ? absl::UnavailableError(why) : absl::PermissionDeniedError(why);
+  }
+  boost::system::error_code ec;
+  auto v = boost::json::parse(r->body, ec);
+  const boost::json::value* id = ec || !v.is_object() ? nullptr : v.as_object().if_contains("id");
+  if (!id || !id->is_int64()) return absl::UnavailableError("installation of " + repo + ": no id in the answer");
+  std::lock_guard lock(mu_);
+  installations_[key] = {id->as_int64(), now + kInstallationCacheSeconds};
+  return id->as_int64();
+}
+
+absl::StatusOr<std::pair<int64_t, std::string>> AppCredentials::TokenFor(const std::string& repo,
+                                                                         http::Client& client) {
+  auto installation = InstallationFor(repo, client);
+  if (!installation.ok()) return installation.status();
+  int64_t now = clock_->UnixMillis() / 1000;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = tokens_.find(*installation); it != tokens_.end() && it->second.refresh_after_unix > now) {
+      return std::make_pair(*installation, it->second.value);
+    }
+  }
+  auto jwt = AppJwt();
+  if (!jwt.ok()) return jwt.status();
+  auto r = client.Send(bhttp::verb::post, "/app/installations/" + std::to_string(*installation) + "/access_tokens",
+                       BaseHeaders(*jwt), "");
+  if (!r.ok()) return r.status();
+  if (r->status != 201) {
+    std::string why = "installation token for " + repo + ": HTTP " + std::to_string(r->status) + ": " + Message(r->body);
+    return r->status >= 500 || r->status == 429 ? absl::UnavailableError(why) : absl::PermissionDeniedError(why);
+  }
+  boost::system::error_code ec;
+  auto v = boost::json::parse(r->body, ec);
+  const boost::json::object* o = ec ? nullptr : v.if_object();
+  const boost::json::value* token = o ? o->if_contains("token") : nullptr;
+  const boost::json::value* expires = o ? o->if_contains("expires_at") : nullptr;
+  std::optional<int64_t> expires_at =
+      expires && expires->is_string() ? ParseIsoTime(std::string_view(expires->as_string())) : std::nullopt;
+  if (!token || !token->is_string() || !expires_at) {
+    return absl::UnavailableError("installation token for " + repo + ": malformed answer");
+  }
+  std::lock_guard lock(mu_);
+  ++token_fetches_;
+  tokens_[*installation] = Token{std::string(token->as_string()), *expires_at - kTokenRefreshMarginSeconds};
+  return std::make_pair(*installation, std::string(token->as_string()));
+}
+
+void AppCredentials::Forget(const std::string& repo) {
+  std::lock_guard lock(mu_);
+  auto it = installations_.find(absl::AsciiStrToLower(repo));
+  if (it != installations_.end()) tokens_.erase(it->second.first);
+}
+
+int64_t AppCredentials::token_fetches() const {
+  std::lock_guard lock(mu_);
+  return token_fetches_;
+}
+
+absl::StatusOr<ApiResult> Api::Send(const ApiCall& call, const std::string& bearer, int64_t installation) {
+  auto headers = BaseHeaders(bearer);
+  if (!call.body.empty()) headers["Content-Type"] = "application/json";
+  for (const auto& [k, v] : call.headers) headers[k] = v;
+  auto r = client_->Send(call.method, call.path, headers, call.body);
+  if (!r.ok()) return r.status();
+  return ApiResult{r->status, std::move(r->headers), std::move(r->body), installation};
+}
+
+absl::StatusOr<ApiResult> Api::Call(const ApiCall& call) {
+  if (call.repo.empty()) {
+    auto jwt = credentials_->AppJwt();
+    if (!jwt.ok()) return jwt.status();
+    return Send(call, *jwt, 0);
+  }
+  for (int attempt = 0;; ++attempt) {
+    auto token = credentials_->TokenFor(call.repo, *client_);
+    if (!token.ok()) return token.status();
+    auto result = Send(call, token->second, token->first);
+    if (!result.ok() || result->status != 401 || attempt == 1) return result;
+    // A token revoked or expired early: fetch a new one, once.
+    log::Warn("GitHub answered 401; refreshing the installation token", {{"repo", call.repo}});
+    credentials_->Forget(call.repo);
+  }
+}
+
+}  // namespace relay::github
