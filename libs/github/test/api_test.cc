@@ -1,0 +1,124 @@
+// The GitHub App client against the fake GitHub (in process): the app JWT,
+// installation tokens cached and refreshed, GitHub's rules for dispatches,
+// rate-limit headers, and a 401 answered by one token refresh.
+#include "relay/github/api.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+
+#include <boost/json.hpp>
+
+#include "fake_github.h"
+
+namespace relay::github {
+namespace {
+
+namespace bhttp = boost::beast::http;
+using ::testing::HasSubstr;
+
+std::pair<std::string, std::string> KeyPair() {
+  EVP_PKEY* pkey = EVP_RSA_gen(2048);
+  auto pem = [&](bool priv) {
+    BIO* bio = BIO_new(BIO_s_mem());
+    priv ? PEM_write_bio_PrivateKey(bio, pkey, nullptr, nullptr, 0, nullptr, nullptr) : PEM_write_bio_PUBKEY(bio, pkey);
+    char* data = nullptr;
+    long len = BIO_get_mem_data(bio, &data);
+    std::string out(data, static_cast<size_t>(len));
+    BIO_free(bio);
+    return out;
+  };
+  auto out = std::make_pair(pem(true), pem(false));
+  EVP_PKEY_free(pkey);
+  return out;
+}
+
+class ApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto [priv, pub] = KeyPair();
+    fake_github::Options fo;
+    fo.app_id = "4242";
+    fo.public_key_pem = pub;
+    auto fake = fake_github::FakeGitHub::Start(fo);
+    ASSERT_TRUE(fake.ok()) << fake.status();
+    fake_ = std::move(*fake);
+    auto key = auth::RsaKey::FromPem(priv);
+    ASSERT_TRUE(key.ok());
+    credentials_ = std::make_unique<AppCredentials>("4242", *key, &clock_);
+    api_ = std::make_unique<Api>(NewClient(), credentials_.get());
+  }
+  std::unique_ptr<http::Client> NewClient() {
+    return std::move(*http::Client::New("http://127.0.0.1:" + std::to_string(fake_->port())));
+  }
+  boost::json::value Control(bhttp::verb m, const std::string& path, const std::string& body = "") {
+    auto r = NewClient()->Send(m, path, {{"Content-Type", "application/json"}}, body);
+    EXPECT_TRUE(r.ok());
+    return boost::json::parse(r->body);
+  }
+  ApiCall Dispatch(const std::string& repo, const std::string& body) {
+    return ApiCall{bhttp::verb::post, "/repos/" + repo + "/dispatches", body, repo, {}};
+  }
+
+  SystemClock clock_;
+  std::unique_ptr<fake_github::FakeGitHub> fake_;
+  std::unique_ptr<AppCredentials> credentials_;
+  std::unique_ptr<Api> api_;
+};
+
+TEST_F(ApiTest, DispatchesWithAnInstallationTokenThatIsCached) {
+  for (int i = 0; i < 3; ++i) {
+    auto r = api_->Call(Dispatch("acme/one", R"({"event_type":"pull_request","client_payload":{"a":1}})"));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, 204u);
+    EXPECT_GT(r->installation_id, 0);
+    EXPECT_EQ(r->headers["x-ratelimit-remaining"], std::to_string(5000 - 1 - i));
+  }
+  EXPECT_EQ(credentials_->token_fetches(), 1);
+  auto stats = Control(bhttp::verb::get, "/_fake/stats");
+  EXPECT_EQ(stats.at("dispatches").as_int64(), 3);
+}
+
+TEST_F(ApiTest, GitHubsDispatchRulesAreEnforced) {
+  std::string eleven = R"({"event_type":"x","client_payload":{"a":1,"b":1,"c":1,"d":1,"e":1,"f":1,"g":1,"h":1,"i":1,"j":1,"k":1}})";
+  EXPECT_EQ(api_->Call(Dispatch("acme/one", eleven))->status, 422u);
+  EXPECT_EQ(api_->Call(Dispatch("acme/one", R"({"event_type":""})"))->status, 422u);
+  std::string big = R"({"event_type":"x","client_payload":{"p":")" + std::string(70'000, 'x') + "\"}}";
+  auto r = api_->Call(Dispatch("acme/one", big));
+  EXPECT_EQ(r->status, 422u);
+  EXPECT_THAT(r->body, HasSubstr("64 KB"));
+}
+
+TEST_F(ApiTest, ARevokedTokenIsRefreshedOnceAndANotInstalledRepoIsNotFound) {
+  ASSERT_EQ(api_->Call(Dispatch("acme/one", R"({"event_type":"x"})"))->status, 204u);
+  // The fake forgets its tokens (as GitHub does when one is revoked): the
+  // next call gets 401, the client fetches a new token and succeeds.
+  Control(bhttp::verb::post, "/_fake/reset");
+  auto r = api_->Call(Dispatch("acme/one", R"({"event_type":"x"})"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 204u);
+  EXPECT_EQ(credentials_->token_fetches(), 2);
+  Control(bhttp::verb::post, "/_fake/config", R"({"not_installed":["ghost/repo"]})");
+  EXPECT_TRUE(absl::IsNotFound(api_->Call(Dispatch("ghost/repo", R"({"event_type":"x"})")).status()));
+}
+
+TEST_F(ApiTest, AnAppJwtFromAnotherKeyIsRefused) {
+  auto [other_priv, other_pub] = KeyPair();
+  AppCredentials stranger("4242", *auth::RsaKey::FromPem(other_priv), &clock_);
+  Api api(NewClient(), &stranger);
+  auto r = api.Call(Dispatch("acme/one", R"({"event_type":"x"})"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsPermissionDenied(r.status())) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("401"));
+}
+
+TEST(IsoTimeTest, ParsesGitHubTimestamps) {
+  EXPECT_EQ(ParseIsoTime("1970-01-01T00:01:00Z"), 60);
+  EXPECT_EQ(ParseIsoTime("2026-11-23T12:00:00Z"), 1795435200);
+  EXPECT_FALSE(ParseIsoTime("2026-11-23 12:00:00").has_value());
+  EXPECT_FALSE(ParseIsoTime("2026-11-23T12:00:00Zjunk").has_value());
+}
+
+}  // namespace
+}  // namespace relay::github

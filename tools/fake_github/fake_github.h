@@ -1,0 +1,47 @@
+// A fake of the GitHub REST API, for tests and the dev stack: the few
+// endpoints relay writes to, with GitHub's own rules, and knobs to make it
+// misbehave. A test double: nothing in the services knows it is not GitHub.
+//
+//   app auth        GET /repos/{o}/{r}/installation, POST /app/installations/{id}/access_tokens
+//                   (RS256 app JWT checked against the app's public key; tokens expire)
+//   dispatches      POST /repos/{o}/{r}/dispatches (event_type 1-100 chars, client_payload an
+//                   object of at most 10 keys, body under 64 KB; 204)
+//   re-runs         POST /repos/{o}/{r}/actions/runs/{id}/rerun-failed-jobs (201; 403 while running)
+//   check runs      POST /repos/{o}/{r}/check-runs, PATCH .../check-runs/{id},
+//                   GET /repos/{o}/{r}/commits/{sha}/check-runs, GET .../check-suites/{id}/check-runs
+//   comments        GET/POST /repos/{o}/{r}/issues/{n}/comments, PATCH .../issues/comments/{id}
+//   rate limits     X-RateLimit-* per installation (primary), a content-creation ceiling per window
+//                   (secondary: 429 + Retry-After); calls past either are counted as breaches
+//   control         POST /_fake/config, POST /_fake/faults, GET /_fake/stats, GET /_fake/calls,
+//                   POST /_fake/reset (see README.md next to this file)
+//
+// Every call is kept (method, path, status, times, body of writes) and,
+// with `record_file`, appended to it as JSON lines.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace relay::fake_github {
+
+struct Options {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+  std::string app_id = "1";
+  std::string public_key_pem;  // the app's public key (verifies app JWTs)
+  std::string record_file;     // JSON lines of every call; empty: memory only
+  int threads = 2;
+};
+
+class FakeGitHub {
+ public:
+  static absl::StatusOr<std::unique_ptr<FakeGitHub>> Start(Options options);
+  virtual ~FakeGitHub() = default;
+  virtual uint16_t port() const = 0;
+  virtual void Stop() = 0;
+};
+
+}  // namespace relay::fake_github
