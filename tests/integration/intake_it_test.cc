@@ -20,6 +20,7 @@
 #include "support/http_client.h"
 #include "support/kafka_admin.h"
 #include "support/subprocess.h"
+#include "support/timing.h"
 #include "support/topic_reader.h"
 
 namespace relay {
@@ -291,7 +292,7 @@ TEST_F(IntakeIT, EveryBadInputGetsItsStatusACounterAndNoRecord) {
   EXPECT_EQ(other.Post("/github/webhook", Headers(p, run + "ok"), p.body).status, 202);
   for (auto took : {slow.get(), truncated.get()}) {
     EXPECT_GE(took, 450ms);
-    EXPECT_LT(took, 1200ms);
+    EXPECT_LT(took, relay::testing::Within(500ms, 700ms));
   }
 
   std::string m = intake.Metrics();
@@ -377,7 +378,7 @@ TEST_F(IntakeIT, BrokerStoppedMidStreamEvery2xxIsDurableAndEveryOtherIs503) {
 }
 
 TEST_F(IntakeIT, SigtermDrainsInTwoPhasesAndNoRequestIsDropped) {
-  Intake intake(std::map<std::string, std::string>{{"RELAY_HTTP_DRAIN_DELAY", "1500ms"}});
+  Intake intake(std::map<std::string, std::string>{{"RELAY_HTTP_DRAIN_DELAY", "3s"}});
   ASSERT_NE(intake.port(), 0);
   std::string run = RunId();
   WebhookStream stream(intake.port(), corpus_, run, 10s, /*stop_when_closed=*/true);

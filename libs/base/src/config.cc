@@ -233,6 +233,7 @@ absl::Status Config::Finish() const {
     sections.insert(EnvName(key.substr(0, key.find('.'))) + "_");
     known.insert(EnvName(key));
   }
+  for (const auto& key : also_known_) known.insert(EnvName(key));
   for (const auto& [name, value] : env_) {
     if (known.count(name)) continue;
     for (const auto& section : sections) {

@@ -133,5 +133,14 @@ TEST(ConfigTest, UnknownVariableInASectionTheServiceReadsIsAnError) {
   EXPECT_THAT(status.message(), ::testing::Not(HasSubstr("RELAY_DISPATCH_UPSTREAM")));
 }
 
+TEST(ConfigTest, AVariableAnotherServiceReadsIsNotATypo) {
+  auto config = Config::Load("", {{"RELAY_KAFKA_BOOTSTRAP", "k:9092"}, {"RELAY_KAFKA_GROUP_ID", "dispatch"}});
+  ASSERT_TRUE(config.ok());
+  config->String("kafka.bootstrap", "");
+  EXPECT_FALSE(config->Finish().ok());
+  config->AlsoKnown({"kafka.group_id"});
+  EXPECT_TRUE(config->Finish().ok()) << config->Finish();
+}
+
 }  // namespace
 }  // namespace relay

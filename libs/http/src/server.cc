@@ -112,7 +112,13 @@ class Session : public ResponseSink, public std::enable_shared_from_this<Session
   void OnBody(beast::error_code ec);
   void OnReadError(beast::error_code ec);
   void OnHandlerDeadline(uint64_t seq);
-  void Write(Response response, bool close);
+  void Write(Response response, bool close, bool linger = false);
+  // After an answer sent before the request's body was read: stop sending,
+  // read and drop what the client still sends (bounded), then close. A
+  // plain close with unread data makes the kernel send RST, and a client in
+  // the middle of its upload would see a reset instead of the answer.
+  void LingerAndClose();
+  void DiscardSome();
   bool Reserve(int64_t bytes);
   void ReleaseReservation();
   void Close();
@@ -129,6 +135,7 @@ class Session : public ResponseSink, public std::enable_shared_from_this<Session
   uint64_t seq_ = 0;        // number of the current request on this connection
   bool request_keep_alive_ = true;
   int64_t reserved_ = 0;    // body bytes held against the server's budget
+  uint64_t discarded_ = 0;  // bytes dropped while lingering
   // Reserves each chunk of a chunked body as its header arrives (the parser
   // keeps a reference, hence a member).
   std::function<void(std::uint64_t, std::string_view, beast::error_code&)> on_chunk_header_ =
@@ -421,7 +428,7 @@ void Session::OnHeader(beast::error_code ec) {
   auto length = parser_->content_length();
   if (length && *length > limit) {
     server_->CountConnectionError("too_large");
-    return Write(MakeResponse(413, R"({"error":"request body exceeds the limit"})"), true);
+    return Write(MakeResponse(413, R"({"error":"request body exceeds the limit"})"), true, true);
   }
   parser_->body_limit(limit);
   // The body budget: what the body will hold until its handler takes it.
@@ -430,7 +437,7 @@ void Session::OnHeader(beast::error_code ec) {
     server_->CountConnectionError("body_budget");
     Response busy = MakeResponse(503, R"({"error":"too many request bodies in flight; retry"})");
     busy.set(bhttp::field::retry_after, "1");
-    return Write(std::move(busy), true);
+    return Write(std::move(busy), true, true);
   }
   if (parser_->chunked()) parser_->on_chunk_header(on_chunk_header_);
   if (beast::iequals(req[bhttp::field::expect], "100-continue")) {
@@ -503,24 +510,24 @@ void Session::OnReadError(beast::error_code ec) {
   }
   if (ec == bhttp::error::body_limit) {
     server_->CountConnectionError("too_large");
-    return Write(MakeResponse(413, R"({"error":"request body exceeds the limit"})"), true);
+    return Write(MakeResponse(413, R"({"error":"request body exceeds the limit"})"), true, true);
   }
   if (ec == bhttp::error::buffer_overflow) {  // a chunk past the body budget
     server_->CountConnectionError("body_budget");
     Response busy = MakeResponse(503, R"({"error":"too many request bodies in flight; retry"})");
     busy.set(bhttp::field::retry_after, "1");
-    return Write(std::move(busy), true);
+    return Write(std::move(busy), true, true);
   }
   if (ec == bhttp::error::header_limit) {
     server_->CountConnectionError("too_large");
-    return Write(MakeResponse(431, R"({"error":"request headers too large"})"), true);
+    return Write(MakeResponse(431, R"({"error":"request headers too large"})"), true, true);
   }
   if (ec == bhttp::error::partial_message || ec == net::error::eof || ec == net::error::connection_reset) {
     server_->CountConnectionError("truncated");
     return Close();
   }
   server_->CountConnectionError("malformed");
-  Write(MakeResponse(400, R"({"error":"malformed HTTP request"})"), true);
+  Write(MakeResponse(400, R"({"error":"malformed HTTP request"})"), true, true);
 }
 
 void Session::Respond(uint64_t seq, Response response) {
@@ -555,16 +562,40 @@ void Session::WriteResponse(uint64_t seq, Response response) {
   Write(std::move(response), close);
 }
 
-void Session::Write(Response response, bool close) {
+void Session::Write(Response response, bool close, bool linger) {
   server_->CountResponse(response.result_int());
   response.keep_alive(!close);
   response.prepare_payload();
   auto shared = std::make_shared<Response>(std::move(response));
   stream_.expires_after(server_->options().body_timeout);
-  bhttp::async_write(stream_, *shared, [self = shared_from_this(), shared, close](beast::error_code ec, size_t) {
-    self->busy_ = false;
-    if (ec || close) return self->Close();
-    self->AwaitNextRequest();
+  bhttp::async_write(stream_, *shared,
+                     [self = shared_from_this(), shared, close, linger](beast::error_code ec, size_t) {
+                       self->busy_ = false;
+                       if (!ec && linger) return self->LingerAndClose();
+                       if (ec || close) return self->Close();
+                       self->AwaitNextRequest();
+                     });
+}
+
+void Session::LingerAndClose() {
+  // Its body reservation is not needed for bytes we drop.
+  ReleaseReservation();
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  // As nginx's lingering_close: a bounded time and amount.
+  stream_.expires_after(std::chrono::seconds(2));
+  discarded_ = 0;
+  buffer_.clear();
+  DiscardSome();
+}
+
+void Session::DiscardSome() {
+  constexpr uint64_t kMaxDiscard = 64ull * 1024 * 1024;
+  stream_.async_read_some(buffer_.prepare(64 * 1024), [self = shared_from_this()](beast::error_code ec, size_t n) {
+    self->discarded_ += n;
+    if (ec || self->discarded_ > kMaxDiscard) return self->Close();
+    self->buffer_.clear();
+    self->DiscardSome();
   });
 }
 

@@ -12,6 +12,7 @@
 #include "prometheus/text_serializer.h"
 #include "relay/http/router.h"
 #include "support/http_client.h"
+#include "support/timing.h"
 
 namespace relay::http {
 namespace {
@@ -146,7 +147,7 @@ TEST_F(ServerTest, SlowHeaderClientIsCutOffAndOthersAreServedMeanwhile) {
   EXPECT_EQ(client.Post("/echo", {}, "still served").status, 200);
   int64_t ms = slow.get();  // closed without a response, at the header timeout
   EXPECT_GE(ms, 250);
-  EXPECT_LT(ms, 800);
+  EXPECT_LT(ms, relay::testing::Within(300ms, 500ms).count());
   EXPECT_THAT(MetricsWith("relay_http_connection_errors_total{reason=\"timeout\"} 1"), HasSubstr("relay_http_connection_errors_total{reason=\"timeout\"} 1"));
 }
 
@@ -159,7 +160,7 @@ TEST_F(ServerTest, TruncatedBodyTimesOutWithoutAResponse) {
                                  "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nonly-ten!!", 10s, &reply);
   EXPECT_EQ(reply, "");
   EXPECT_GE(ms, 250);
-  EXPECT_LT(ms, 800);
+  EXPECT_LT(ms, relay::testing::Within(300ms, 500ms).count());
   EXPECT_THAT(MetricsWith("relay_http_connection_errors_total{reason=\"timeout\"} 1"), HasSubstr("relay_http_connection_errors_total{reason=\"timeout\"} 1"));
 }
 
@@ -222,7 +223,7 @@ TEST_F(ServerTest, ABlockedLoopDoesNotDelayNewConnectionsOnOtherLoops) {
   auto started = std::chrono::steady_clock::now();
   HttpClient other("127.0.0.1", server_->port(), 10s);
   EXPECT_EQ(other.Post("/echo", {}, "quick").status, 200);
-  EXPECT_LT(std::chrono::steady_clock::now() - started, 1000ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, relay::testing::Within(0ms, 1000ms));
   EXPECT_EQ(busy.get().status, 200);
 }
 
@@ -276,11 +277,11 @@ TEST_F(ServerTest, IdleKeepAliveHasItsOwnTimeoutLongerThanTheHeaderTimeout) {
                                  5s, &reply);
   EXPECT_THAT(reply, HasSubstr("HTTP/1.1 200"));
   EXPECT_GE(ms, 1400);
-  EXPECT_LE(ms, 2200);
+  EXPECT_LE(ms, relay::testing::Within(1500ms, 700ms).count());
   // A new connection that sends nothing gets only the header timeout.
   ms = MillisUntilClosed(server_->port(), "", 5s);
   EXPECT_GE(ms, 250);
-  EXPECT_LE(ms, 900);
+  EXPECT_LE(ms, relay::testing::Within(300ms, 600ms).count());
   // And a kept-alive connection used again within the idle timeout works.
   HttpClient client("127.0.0.1", server_->port());
   ASSERT_EQ(client.Post("/echo", {}, "one").status, 200);
@@ -299,7 +300,7 @@ TEST_F(ServerTest, RequestHeldPastTheHandlerDeadlineIs503AndTheLateAnswerIsDropp
   EXPECT_EQ(r.status, 503);
   EXPECT_EQ(r.headers["retry-after"], "1");
   EXPECT_GE(took, 450ms);
-  EXPECT_LT(took, 1000ms);
+  EXPECT_LT(took, relay::testing::Within(500ms, 500ms));
   {
     // The handler answers late: nothing reaches the client, nothing breaks.
     std::lock_guard lock(held_mu_);
@@ -355,6 +356,27 @@ TEST_F(ServerTest, BodiesInFlightPastTheBudgetGet503BeforeTheyAreRead) {
   EXPECT_THAT(MetricsWith("relay_http_body_bytes_in_flight 0"), HasSubstr("relay_http_body_bytes_in_flight 0"));
   EXPECT_EQ(client.Post("/big", {}, std::string(900, 'z')).body, "900");
   EXPECT_THAT(MetricsWith("relay_http_connection_errors_total{reason=\"body_budget\"} 2"), HasSubstr("relay_http_connection_errors_total{reason=\"body_budget\"} 2"));
+}
+
+TEST_F(ServerTest, AnEarlyRefusalReachesAClientStillUploadingItsBody) {
+  StartServer();
+  // The client is still uploading when the 413 (sent after the headers)
+  // arrives, and only reads once its upload is done. A plain close would
+  // make the kernel answer the rest of the upload with a reset, which throws
+  // away the 413 the client has not read yet.
+  namespace net = boost::asio;
+  net::io_context ioc;
+  net::ip::tcp::socket socket(ioc);
+  socket.connect({net::ip::make_address("127.0.0.1"), server_->port()});
+  boost::system::error_code ec;
+  net::write(socket, net::buffer(std::string("POST /small HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n\r\n") +
+                                 std::string(100'000, 'u')), ec);
+  std::this_thread::sleep_for(200ms);  // the server has answered and, without lingering, closed
+  net::write(socket, net::buffer(std::string(1'900'000, 'u')), ec);
+  std::string reply;
+  char buf[4096];
+  for (size_t n; (n = socket.read_some(net::buffer(buf), ec)) > 0 || !ec;) reply.append(buf, n);
+  EXPECT_THAT(reply, HasSubstr("HTTP/1.1 413"));
 }
 
 TEST_F(ServerTest, EachRouteHasItsOwnBodyLimit) {

@@ -105,21 +105,31 @@ absl::Status LoopConsumer::Deliver(BatchHandler& handler) {
   if (!status.ok()) return RetryLater(batch.records(), status);
   for (const auto& [index, reason] : batch.rejected()) {
     const ConsumedRecord& record = batch.records().at(index);
+    Position where{record.topic, record.partition, record.offset};
+    // Already dead-lettered by an earlier attempt of this batch.
+    if (dead_lettered_positions_.count(where)) continue;
     absl::Status dl = DeadLetter(record, reason);
-    if (dl.ok()) continue;
-    std::string where = record.topic + "/" + std::to_string(record.partition) + "@" + std::to_string(record.offset);
-    if (IsPermanentProduceError(dl)) {
-      // Storing the offset would skip the record, retrying cannot help:
-      // stop, and say why. A restart after the DLQ is fixed redoes it.
-      return absl::FailedPreconditionError("dead-letter topic " + record.topic + options_.dead_letter_suffix +
-                                           " refuses records (" + std::string(dl.message()) + "); " + where +
+    if (dl.ok()) {
+      dead_lettered_positions_.insert(where);
+      dlq_failures_ = 0;
+      SetHealth(absl::OkStatus());
+      continue;
+    }
+    std::string at = record.topic + "/" + std::to_string(record.partition) + "@" + std::to_string(record.offset);
+    std::string dlq = record.topic + options_.dead_letter_suffix;
+    // A refusal that persists (no such topic, not authorized, too large):
+    // storing the offset would skip the record and retrying cannot help, so
+    // stop and say why; a restart after the fix redoes it. Three in a row,
+    // so a passing metadata gap (a topic briefly unknown during a broker
+    // restart) does not stop a consumer for good.
+    if (IsPermanentProduceError(dl) && ++dlq_failures_ >= kPermanentDlqFailures) {
+      return absl::FailedPreconditionError("dead-letter topic " + dlq + " refuses records (" +
+                                           std::string(dl.message()) + "); " + at +
                                            " was neither dead-lettered nor skipped");
     }
-    SetHealth(absl::UnavailableError("dead-letter write to " + record.topic + options_.dead_letter_suffix +
-                                     " failing: " + std::string(dl.message())));
+    SetHealth(absl::UnavailableError("dead-letter write to " + dlq + " failing: " + std::string(dl.message())));
     return RetryLater(batch.records(), dl);
   }
-  SetHealth(absl::OkStatus());
   std::map<TopicPartition, int64_t> next;
   for (const auto& r : batch.records()) {
     int64_t& n = next[{r.topic, r.partition}];
@@ -131,6 +141,7 @@ absl::Status LoopConsumer::Deliver(BatchHandler& handler) {
   }
   done_.Increment(static_cast<double>(batch.records().size() - batch.rejected().size()));
   dead_lettered_.Increment(static_cast<double>(batch.rejected().size()));
+  dead_lettered_positions_.clear();  // the batch is stored: it will not come again
   return absl::OkStatus();
 }
 

@@ -12,6 +12,8 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -119,6 +121,12 @@ class LoopConsumer final : public Consumer {
     std::optional<std::chrono::steady_clock::time_point> resume_at;  // set while paused
   };
   std::map<TopicPartition, Backoff> backoff_;
+  // Records of the batch in hand already in the dead-letter topic (a batch
+  // retried after a dead-letter failure does not write them twice).
+  using Position = std::tuple<std::string, int32_t, int64_t>;
+  std::set<Position> dead_lettered_positions_;
+  int dlq_failures_ = 0;  // permanent dead-letter refusals in a row
+  static constexpr int kPermanentDlqFailures = 3;
 
   mutable std::mutex health_mu_;
   absl::Status health_;

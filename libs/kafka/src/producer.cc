@@ -124,19 +124,24 @@ class KafkaProducer final : public Producer {
     // a recreation cannot slip in between: a Send either reaches the old
     // handle before the swap (and is purged and queued with its seq) or sees
     // recreating_ and queues.
-    std::shared_lock lock(handle_mu_);
+    absl::Status refused;
     {
-      std::lock_guard qlock(queue_mu_);
-      p->seq = next_seq_++;
-      // Taken under the lock, so the list is in deadline order.
-      p->deadline = std::chrono::steady_clock::now() + options_.delivery_timeout;
-      Link(p);
-      if (recreating_) {
-        queue_.push_back(p);
-        return;
+      std::shared_lock lock(handle_mu_);
+      {
+        std::lock_guard qlock(queue_mu_);
+        p->seq = next_seq_++;
+        // Taken under the lock, so the list is in deadline order.
+        p->deadline = std::chrono::steady_clock::now() + options_.delivery_timeout;
+        Link(p);
+        if (recreating_) {
+          queue_.push_back(p);
+          return;
+        }
       }
+      refused = Produce(rk_, p);
     }
-    Produce(rk_, p);
+    // The callback runs with no lock held: it may Send again.
+    if (!refused.ok()) Complete(p, std::move(refused));
   }
 
   absl::Status Flush(std::chrono::milliseconds timeout) override {
@@ -221,9 +226,10 @@ class KafkaProducer final : public Producer {
     return rk;
   }
 
-  // Hands `p` to `rk`. The caller holds handle_mu_ (shared, or exclusive
-  // during a recreation).
-  void Produce(rd_kafka_t* rk, Pending* p) {
+  // Hands `p` to `rk`, or queues it for the next handle. The caller holds
+  // handle_mu_ (shared) and completes `p` with the returned error, if any,
+  // once it has released the lock.
+  absl::Status Produce(rd_kafka_t* rk, Pending* p) {
     rd_kafka_headers_t* headers = nullptr;
     if (!p->record.headers.empty()) {
       headers = rd_kafka_headers_new(p->record.headers.size());
@@ -240,13 +246,16 @@ class KafkaProducer final : public Producer {
         RD_KAFKA_V_KEY(p->record.key.data(), p->record.key.size()),
         RD_KAFKA_V_VALUE(p->record.value.data(), p->record.value.size()), RD_KAFKA_V_MSGFLAGS(0),
         RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_OPAQUE(p), RD_KAFKA_V_END);
-    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return;  // headers now owned by librdkafka
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return absl::OkStatus();  // headers now owned by librdkafka
     if (headers) rd_kafka_headers_destroy(headers);
     if (Classify(err) == ErrorClass::kFatal || rd_kafka_fatal_error(rk, nullptr, 0)) {
-      Requeue(p);
-    } else {
-      Complete(p, ToStatus(err, "produce"));
+      if (p->resends < options_.max_recreations_per_record) {
+        Requeue(p);
+        return absl::OkStatus();
+      }
+      return absl::AbortedError("record failed on " + std::to_string(p->resends + 1) + " producer instances in a row");
     }
+    return ToStatus(err, "produce");
   }
 
   void Link(Pending* p) {  // under queue_mu_
@@ -348,6 +357,7 @@ class KafkaProducer final : public Producer {
     // Purge is synchronous; the purged records' reports are served by poll.
     for (int i = 0; rd_kafka_outq_len(rk) > 0; ++i) {
       rd_kafka_poll(rk, 50);
+      ExpireDeadlines();  // the delivery bound holds while a handle is replaced
       if (i > 0 && i % 100 == 0) {
         log::Warn("producer handle still draining", {{"records", rd_kafka_outq_len(rk)}});
       }
@@ -358,11 +368,49 @@ class KafkaProducer final : public Producer {
     SteadyTime next_attempt{};
     while (!stop_) {
       rd_kafka_poll(rk_, 50);
-      if (rd_kafka_fatal_error(rk_, nullptr, 0) != RD_KAFKA_RESP_ERR_NO_ERROR &&
-          std::chrono::steady_clock::now() >= next_attempt) {
-        if (!Recreate()) next_attempt = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      if (rd_kafka_fatal_error(rk_, nullptr, 0) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        if (std::chrono::steady_clock::now() >= next_attempt && !Recreate()) {
+          next_attempt = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+        }
+      } else {
+        // Records librdkafka failed with a fatal-class error without the
+        // handle being fatal (its own producer-id bump): the handle is fine,
+        // send them again on it.
+        ResendQueue(/*until_empty=*/false);
       }
       ExpireDeadlines();
+    }
+  }
+
+  // Produces the queued records on the current handle in Send order. With
+  // until_empty (a recreation), keeps going until the queue is empty and then
+  // lets Sends through again (recreating_ = false).
+  void ResendQueue(bool until_empty) {
+    for (;;) {
+      std::vector<Pending*> items, expired;
+      {
+        std::lock_guard lock(queue_mu_);
+        if (queue_.empty()) {
+          if (until_empty) recreating_ = false;
+          return;
+        }
+        for (Pending* p : queue_) (p->answered ? expired : items).push_back(p);
+        queue_.clear();
+      }
+      for (auto* p : expired) delete p;  // its deadline answered it already
+      std::sort(items.begin(), items.end(), [](Pending* a, Pending* b) { return a->seq < b->seq; });
+      std::vector<std::pair<Pending*, absl::Status>> refused;
+      {
+        std::shared_lock lock(handle_mu_);
+        for (auto* p : items) {
+          ++p->resends;
+          resent_.Increment();
+          if (absl::Status s = Produce(rk_, p); !s.ok()) refused.emplace_back(p, std::move(s));
+        }
+      }
+      for (auto& [p, status] : refused) Complete(p, std::move(status));
+      ExpireDeadlines();
+      if (!until_empty) return;
     }
   }
 
@@ -400,24 +448,7 @@ class KafkaProducer final : public Producer {
     rd_kafka_destroy(old);
     // Re-send in Send order, then let Sends through again. New Sends may
     // still join the queue while this runs; the loop takes them too.
-    for (;;) {
-      std::vector<Pending*> items;
-      {
-        std::lock_guard lock(queue_mu_);
-        if (queue_.empty()) {
-          recreating_ = false;
-          break;
-        }
-        items.swap(queue_);
-      }
-      std::sort(items.begin(), items.end(), [](Pending* a, Pending* b) { return a->seq < b->seq; });
-      std::shared_lock lock(handle_mu_);
-      for (auto* p : items) {
-        ++p->resends;
-        resent_.Increment();
-        Produce(rk_, p);
-      }
-    }
+    ResendQueue(/*until_empty=*/true);
     return true;
   }
 

@@ -30,6 +30,11 @@ class KafkaTopicReader final : public TopicReader {
         {"enable.auto.commit", "false"},
         {"enable.auto.offset.store", "false"},
         {"enable.partition.eof", "false"},
+        // If retention removes the oldest records between the watermark
+        // query and the fetch, go on from the new oldest one; librdkafka's
+        // default (latest) would jump to the end and the read would look
+        // complete with records missing.
+        {"auto.offset.reset", "earliest"},
         {"fetch.message.max.bytes", std::to_string(32 * 1024 * 1024)},
     };
     for (const auto& kv : options_.extra) props.emplace_back(kv);

@@ -310,7 +310,11 @@ TEST(ConsumerIT, ABackoffDoesNotHoldUpARebalance) {
                   return absl::UnavailableError("downstream down");
                 }).ok());
   });
-  while (a_attempts < 4) std::this_thread::sleep_for(10ms);  // every partition failed once and is paused
+  // Every partition failed once and is paused.
+  for (auto until = std::chrono::steady_clock::now() + 30s; a_attempts < 4 && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_GE(a_attempts.load(), 4);
   auto b = NewKafkaConsumer(options, producer.get(), nullptr);
   ASSERT_TRUE(b.ok());
   auto joined = std::chrono::steady_clock::now();
@@ -340,11 +344,21 @@ TEST(ConsumerIT, FatalErrorStopsTheConsumerAndHealthSaysWhy) {
   // Static membership: a second member with the same instance id fences
   // the first, which librdkafka reports as a fatal error.
   options.extra["group.instance.id"] = "relay-it-instance";
-  auto a = NewKafkaConsumer(options, producer.get(), nullptr);
+  std::atomic<bool> a_assigned{false};
+  ConsumerOptions a_options = options;
+  a_options.on_assign = [&](const std::vector<TopicPartition>&) {
+    a_assigned = true;
+    return absl::OkStatus();
+  };
+  auto a = NewKafkaConsumer(a_options, producer.get(), nullptr);
   ASSERT_TRUE(a.ok());
   absl::Status a_result;
   std::thread run_a([&] { a_result = (*a)->Run([](const ConsumedRecord&) { return absl::OkStatus(); }); });
-  std::this_thread::sleep_for(3s);  // A joins first
+  // A is a member (has its partitions) before B comes with the same id.
+  for (auto until = std::chrono::steady_clock::now() + 30s; !a_assigned && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(a_assigned);
   auto b = NewKafkaConsumer(options, producer.get(), nullptr);
   ASSERT_TRUE(b.ok());
   std::thread run_b([&] { (void)(*b)->Run([](const ConsumedRecord&) { return absl::OkStatus(); }); });

@@ -16,6 +16,7 @@
 
 #include "prometheus/text_serializer.h"
 #include "relay/kafka/producer.h"
+#include "support/timing.h"
 #include "support/topic_reader.h"
 
 namespace relay::kafka {
@@ -116,7 +117,7 @@ TEST(ProducerFaultTest, BrokerDownFailsWithinDeliveryTimeoutAndRecovers) {
   EXPECT_TRUE(absl::IsUnavailable(down)) << down;
   // At the delivery timeout, within one 50 ms deadline sweep.
   EXPECT_GE(took, 1450ms);
-  EXPECT_LT(took, 1700ms);
+  EXPECT_LT(took, relay::testing::Within(1500ms, 250ms));
   cluster.SetBrokerUp(true);
   // Recovery: within a few delivery timeouts of the broker's return.
   absl::Status after = send("after").get();
@@ -136,7 +137,7 @@ TEST(ProducerFaultTest, UnreachableBrokerNeverHangsTheCaller) {
   (*producer)->Send(Record{"events", "k", "v", {}}, [&p](absl::Status s) { p.set_value(s); });
   auto f = p.get_future();
   ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
-  EXPECT_LT(std::chrono::steady_clock::now() - started, 700ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, relay::testing::Within(500ms, 250ms));
   EXPECT_TRUE(absl::IsUnavailable(f.get()));
   EXPECT_FALSE((*producer)->Connected());
 }
@@ -238,7 +239,7 @@ TEST(ProducerFaultTest, DeliveryBoundHoldsAcrossReSends) {
     worst = std::max(worst, o.took);
   }
   // One poll interval (50 ms) of slack for the deadline check.
-  EXPECT_LT(worst, 1000ms + 150ms) << "worst callback after "
+  EXPECT_LT(worst, relay::testing::Within(1000ms, 200ms)) << "worst callback after "
                                    << std::chrono::duration_cast<std::chrono::milliseconds>(worst).count() << " ms";
 }
 
@@ -262,7 +263,7 @@ TEST(ProducerFaultTest, FailingRecreationDoesNotStallCallbacks) {
     (o.status.ok() ? ok : failed)++;
     worst = std::max(worst, o.took);
   }
-  EXPECT_LT(worst, 800ms + 150ms) << "a callback waited "
+  EXPECT_LT(worst, relay::testing::Within(800ms, 200ms)) << "a callback waited "
                                   << std::chrono::duration_cast<std::chrono::milliseconds>(worst).count() << " ms";
   EXPECT_GT(failed, 0) << "no record fell in the window without a handle";
   EXPECT_GT(ok, 0) << "the producer never recovered";

@@ -18,6 +18,25 @@
 
 namespace relay::service {
 
+const std::set<std::string>& SuiteKeys() {
+  static const std::set<std::string> kKeys = {
+      // every service (host.cc)
+      "http.listen", "http.threads", "http.header_timeout", "http.idle_timeout", "http.body_timeout",
+      "http.handler_timeout", "http.max_connections", "http.max_body_bytes_in_flight", "http.drain_delay",
+      "http.drain_timeout", "log.level", "kafka.bootstrap", "kafka.client_id", "kafka.delivery_timeout",
+      "kafka.linger", "kafka.compression",
+      // relay-intake
+      "intake.topic", "intake.topic_check_interval", "intake.max_body", "intake.webhook_secrets",
+      "intake.webhook_secrets_file", "intake.dedup_window", "intake.dedup_max_entries",
+      // relay-dispatch
+      "kafka.group_id", "github.api_url", "github.app_id", "github.private_key_file", "github.max_writes_per_minute",
+      "github.max_concurrency", "github.write_window", "github.request_timeout", "github.retry_deadline",
+      "github.ca_file", "allowlist.file", "allowlist.reload_interval", "tokens.keys_file", "tokens.ttl",
+      "dispatch.upstream_repo", "dispatch.batch_records", "dispatch.batch_wait",
+  };
+  return kKeys;
+}
+
 using std::chrono::milliseconds;
 using namespace std::chrono_literals;
 
@@ -81,6 +100,13 @@ class HostImpl final : public Host, public Runtime {
     http::AddOpsRoutes(router_, registry_, [this] { return Ready(); });
     http::ServerOptions options = settings_.http;
     options.body_limit = router_.MaxBodyLimit();
+    if (options.max_body_bytes_in_flight < static_cast<int64_t>(options.body_limit)) {
+      // A body the route takes could never fit the budget: it would get 503
+      // + Retry-After forever instead of being served.
+      return absl::InvalidArgumentError(
+          "http.max_body_bytes_in_flight (" + std::to_string(options.max_body_bytes_in_flight) +
+          ") must be at least the largest route body limit (" + std::to_string(options.body_limit) + ")");
+    }
     options.body_limit_for = router_.AsBodyLimitFunction();
     RELAY_ASSIGN_OR_RETURN(server_, http::Server::Start(options, router_.AsHandler(), &registry_));
     log::Info(name_ + " listening", {{"host", options.host}, {"port", server_->port()}});
@@ -199,6 +225,7 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(Definition definition, Config 
   absl::StatusOr<Starter> starter = definition.configure(config, common);
   // Every configuration problem at once: the service's own error (if it
   // returned one) and all that the config recorded.
+  config.AlsoKnown(SuiteKeys());
   absl::Status finished = config.Finish();
   if (!starter.ok() || !finished.ok()) {
     std::string message;

@@ -93,7 +93,8 @@ class IntakeService final : public service::Service {
     const std::string& topic = settings_.webhook.topic;
     int64_t largest = static_cast<int64_t>(settings_.max_body) + kEnvelopeAllowance;
     absl::Status status;
-    auto described = admin_->DescribeTopic(topic, 10s);
+    // Short: a shutdown waits for a check in progress.
+    auto described = admin_->DescribeTopic(topic, 3s);
     if (!described.ok()) {
       status = described.status();
     } else {
@@ -147,10 +148,11 @@ absl::StatusOr<IntakeSettings> LoadSettings(Config& config, const service::Commo
   s.dedup_max_entries = config.Int("intake.dedup_max_entries", 500'000, 0, 10'000'000);
   s.topic_check_interval = config.Duration("intake.topic_check_interval", 30s, 1s, 1h);
   s.webhook.refusal_window = s.topic_check_interval;
-  // The Kafka answer, not the HTTP deadline, must decide a request's fate.
-  if (common.http.handler_timeout <= s.kafka.delivery_timeout) {
-    config.Fail("http.handler_timeout", "must be longer than kafka.delivery_timeout (" +
-                                            std::to_string(s.kafka.delivery_timeout.count()) + " ms)");
+  // The Kafka answer, not the HTTP deadline, must decide a request's fate:
+  // the delivery bound plus room for validation and the deadline sweep.
+  if (common.http.handler_timeout < s.kafka.delivery_timeout + 2s) {
+    config.Fail("http.handler_timeout", "must be at least kafka.delivery_timeout (" +
+                                            std::to_string(s.kafka.delivery_timeout.count()) + " ms) + 2s");
   }
   if (s.webhook.secrets.empty()) {
     return absl::InvalidArgumentError(

@@ -138,7 +138,7 @@ TEST_F(IntakeServiceTest, HandlerTimeoutMustExceedTheDeliveryTimeout) {
   ASSERT_TRUE(config.ok());
   auto host = service::Host::Start(Definition(), std::move(*config));
   ASSERT_FALSE(host.ok());
-  EXPECT_THAT(std::string(host.status().message()), HasSubstr("must be longer than kafka.delivery_timeout"));
+  EXPECT_THAT(std::string(host.status().message()), HasSubstr("must be at least kafka.delivery_timeout"));
 }
 
 }  // namespace

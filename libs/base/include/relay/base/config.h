@@ -54,6 +54,10 @@ class Config {
   // by Finish() with the others.
   void Fail(const std::string& key, const std::string& why);
 
+  // Keys that other programs of the suite read: a RELAY_* variable naming
+  // one of them is theirs (a shared environment), not a typo here.
+  void AlsoKnown(const std::set<std::string>& keys) { also_known_.insert(keys.begin(), keys.end()); }
+
   // All errors from the getters, unknown file keys and unknown RELAY_*
   // variables of the sections read, or OK.
   absl::Status Finish() const;
@@ -67,6 +71,7 @@ class Config {
   std::map<std::string, std::vector<std::string>> file_lists_;
   std::map<std::string, std::string> env_;
   std::set<std::string> used_;
+  std::set<std::string> also_known_;
   std::vector<std::string> errors_;
   std::string path_;
 };

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "absl/functional/any_invocable.h"
@@ -23,6 +24,12 @@
 #include "relay/kafka/producer.h"
 
 namespace relay::service {
+
+// Every configuration key any relay service reads. A RELAY_* variable that
+// names one of them belongs to some service (environments are often shared),
+// so only variables outside this list are reported as unknown. Add a
+// service's keys here when it reads a new one.
+const std::set<std::string>& SuiteKeys();
 
 // Settings every service reads (http.*, log.level).
 struct CommonSettings {
