@@ -140,6 +140,12 @@ absl::StatusOr<ApiResult> Api::Send(const ApiCall& call, const std::string& bear
   return ApiResult{r->status, std::move(r->headers), std::move(r->body), installation};
 }
 
+absl::StatusOr<int64_t> Api::Installation(const std::string& repo) {
+  auto token = credentials_->TokenFor(repo, *client_);
+  if (!token.ok()) return token.status();
+  return token->first;
+}
+
 absl::StatusOr<ApiResult> Api::Call(const ApiCall& call) {
   if (call.repo.empty()) {
     auto jwt = credentials_->AppJwt();

@@ -8,7 +8,11 @@
 #include <openssl/hmac.h>
 #include <openssl/params.h>
 
+#include <algorithm>
 #include <array>
+#include <cctype>
+
+#include <boost/url/parse_query.hpp>
 
 namespace relay::github {
 namespace {
@@ -72,6 +76,46 @@ bool WebhookVerifier::Verify(std::string_view header, std::string_view body) con
     match |= ok && CRYPTO_memcmp(mac.data(), claimed.data(), mac.size()) == 0;
   }
   return match;
+}
+
+bool WebhookJson(std::string_view content_type, const std::string& body, std::string* decoded,
+                 std::string_view* json) {
+  std::string_view media = content_type.substr(0, content_type.find(';'));
+  while (!media.empty() && media.back() == ' ') media.remove_suffix(1);
+  auto iequals = [](std::string_view a, std::string_view b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+             return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+           });
+  };
+  if (media.empty() || iequals(media, "application/json")) {
+    *json = body;
+    return true;
+  }
+  if (iequals(media, "application/x-www-form-urlencoded")) {
+    auto params = boost::urls::parse_query(body);
+    if (!params) return false;
+    for (auto param : *params) {
+      if (param.key == "payload" && param.has_value) {
+        boost::urls::encoding_opts opts;
+        opts.space_as_plus = true;
+        *decoded = param.value.decode(opts);
+        *json = *decoded;
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+std::string Hex(std::string_view bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char b : bytes) {
+    out.push_back(kHex[b >> 4]);
+    out.push_back(kHex[b & 15]);
+  }
+  return out;
 }
 
 std::array<uint8_t, 32> Sha256(std::string_view body) {

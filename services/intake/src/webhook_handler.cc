@@ -5,7 +5,6 @@
 #include <boost/beast/core/string.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/string_view.hpp>
-#include <boost/url/parse_query.hpp>
 
 #include "relay/base/log.h"
 #include "relay/v1/webhook.pb.h"
@@ -44,32 +43,6 @@ bool ValidDeliveryId(std::string_view id) {
     if (c <= 0x20 || c >= 0x7f) return false;
   }
   return true;
-}
-
-// The JSON document of a webhook body: the body itself, or the url-decoded
-// `payload` field when the hook is set to send form posts.
-bool ExtractJson(std::string_view content_type, const std::string& body, std::string* decoded,
-                 std::string_view* json) {
-  std::string_view media = content_type.substr(0, content_type.find(';'));
-  while (!media.empty() && media.back() == ' ') media.remove_suffix(1);
-  if (media.empty() || iequals(media, "application/json")) {
-    *json = body;
-    return true;
-  }
-  if (iequals(media, "application/x-www-form-urlencoded")) {
-    auto params = boost::urls::parse_query(body);
-    if (!params) return false;
-    for (auto param : *params) {
-      if (param.key == "payload" && param.has_value) {
-        boost::urls::encoding_opts opts;
-        opts.space_as_plus = true;
-        *decoded = param.value.decode(opts);
-        *json = *decoded;
-        return true;
-      }
-    }
-  }
-  return false;
 }
 
 struct PayloadFacts {
@@ -181,7 +154,7 @@ WebhookHandler::Validated WebhookHandler::Validate(http::Request& request) {
   std::string_view content_type = request[bhttp::field::content_type];
   std::string decoded;
   std::string_view json;
-  if (!ExtractJson(content_type, body, &decoded, &json)) {
+  if (!github::WebhookJson(content_type, body, &decoded, &json)) {
     v.error = Reject(400, kBadBody, "unsupported Content-Type or form post without a payload field");
     return v;
   }

@@ -84,6 +84,9 @@ class Api {
   // Transport failures are Unavailable (http::Client's message says
   // whether the request may have been sent).
   absl::StatusOr<ApiResult> Call(const ApiCall& call);
+  // The installation whose token authenticates calls for `repo` (fetching
+  // id and token when not cached); errors as AppCredentials::TokenFor.
+  absl::StatusOr<int64_t> Installation(const std::string& repo);
 
  private:
   absl::StatusOr<ApiResult> Send(const ApiCall& call, const std::string& bearer, int64_t installation);

@@ -40,6 +40,16 @@ class WebhookVerifier {
 // "sha256=<hex>" for `body` under `secret`, as GitHub computes it.
 std::string SignWebhook(std::string_view secret, std::string_view body);
 
+// The JSON document of a webhook body: the body itself (application/json or
+// no content type), or the url-decoded `payload` field of a form post
+// (application/x-www-form-urlencoded), GitHub's two content types. `json`
+// points into `body` or into `*decoded`. False for anything else.
+bool WebhookJson(std::string_view content_type, const std::string& body, std::string* decoded,
+                 std::string_view* json);
+
+// Lower-case hex of bytes (digests in ids and logs).
+std::string Hex(std::string_view bytes);
+
 // SHA-256 of a body: what binds a delivery id to its content (intake's
 // dedup, the record's body_sha256) without keeping a signature around.
 std::array<uint8_t, 32> Sha256(std::string_view body);

@@ -22,6 +22,7 @@
 #include "relay/kafka/admin.h"
 #include "relay/kafka/consumer.h"
 #include "relay/kafka/producer.h"
+#include "relay/kafka/reader.h"
 
 namespace relay::service {
 
@@ -64,6 +65,12 @@ struct Factories {
   std::function<absl::StatusOr<std::unique_ptr<kafka::Admin>>(const std::string& bootstrap,
                                                               const std::string& client_id)>
       admin = kafka::NewKafkaAdmin;
+  std::function<absl::StatusOr<std::unique_ptr<kafka::TopicReader>>(const std::string& bootstrap)> reader =
+      [](const std::string& bootstrap) {
+        kafka::ReaderOptions o;
+        o.bootstrap = bootstrap;
+        return kafka::NewKafkaTopicReader(o);
+      };
   const Clock* clock = nullptr;  // the system clock when null
 };
 

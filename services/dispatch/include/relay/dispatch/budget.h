@@ -1,0 +1,62 @@
+// One GitHub API budget for the whole suite, honoured before every write:
+//   - a ceiling on content-creating requests per window (GitHub's secondary
+//     limit: 80 a minute by default);
+//   - each installation's primary limit, from the X-RateLimit-Remaining and
+//     X-RateLimit-Reset of its answers (counting calls still in flight);
+//   - a pause for everyone after a secondary-limit answer (403/429 with
+//     Retry-After, or one minute when GitHub gives none).
+// Thread-safe. Time from the Clock, so tests drive it by hand.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "relay/base/clock.h"
+
+namespace relay::dispatch {
+
+struct BudgetOptions {
+  int64_t max_writes_per_window = 80;
+  std::chrono::milliseconds window{60'000};
+};
+
+class Budget {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+
+  Budget(BudgetOptions options, const Clock* clock) : options_(options), clock_(clock) {}
+
+  // Takes one call of `installation` (and one content-creating write when
+  // `write`): nullopt when granted (it is counted), else when to ask again.
+  std::optional<TimePoint> Acquire(int64_t installation, bool write);
+  // The call granted by Acquire ended with these answer headers (lower-case
+  // names; status 0 when there was no answer).
+  void Observe(int64_t installation, unsigned status, const std::map<std::string, std::string>& headers);
+
+  // For /metrics: primary calls left for an installation (-1 unknown) and
+  // writes left in the current window.
+  int64_t Remaining(int64_t installation) const;
+  int64_t WritesLeftInWindow() const;
+
+ private:
+  struct Primary {
+    int64_t remaining = -1;      // from the last answer; -1: unknown yet
+    int64_t reset_unix = 0;
+    int64_t in_flight = 0;
+  };
+  void ExpireWindowLocked(TimePoint now) const;
+
+  BudgetOptions options_;
+  const Clock* clock_;
+  mutable std::mutex mu_;
+  mutable std::deque<TimePoint> writes_;  // granted writes in the current window
+  std::map<int64_t, Primary> primary_;
+  TimePoint paused_until_{};
+};
+
+}  // namespace relay::dispatch

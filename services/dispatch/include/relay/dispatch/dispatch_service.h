@@ -1,0 +1,56 @@
+// relay-dispatch as a service of the host (libs/service): consumes
+// github.webhooks and github.requests, plans the GitHub writes, runs them
+// through the one budget, and publishes what happened (relay.dispatches,
+// github.outcomes, relay.pr_labels, dispatch.ledger, github.requests.dlq).
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "relay/base/config.h"
+#include "relay/dispatch/budget.h"
+#include "relay/dispatch/planner.h"
+#include "relay/dispatch/scheduler.h"
+#include "relay/kafka/producer.h"
+#include "relay/service/service.h"
+
+namespace relay::dispatch {
+
+struct Topics {
+  std::string webhooks = "github.webhooks";
+  std::string requests = "github.requests";
+  std::string dispatches = "relay.dispatches";
+  std::string outcomes = "github.outcomes";
+  std::string labels = "relay.pr_labels";
+  std::string ledger = "dispatch.ledger";
+  std::string failed = "github.requests.dlq";  // writes that failed for good
+};
+
+struct DispatchSettings {
+  kafka::ProducerOptions kafka;
+  std::string group_id = "relay-dispatch";
+  Topics topics;
+  std::string api_url = "https://api.github.com";
+  std::string app_id;
+  std::string private_key_file;
+  std::string ca_file;
+  std::chrono::milliseconds request_timeout{30'000};
+  BudgetOptions budget;
+  SchedulerOptions scheduler;
+  std::string allowlist_file;
+  std::chrono::milliseconds allowlist_reload{10'000};
+  std::string token_keys_file;
+  PlannerOptions planner;
+  size_t batch_records = 500;
+  // How long a batch waits for its writes before the consumer retries it
+  // later (writes in progress go on; the retry joins them).
+  std::chrono::milliseconds batch_wait{5'000};
+};
+
+absl::StatusOr<DispatchSettings> LoadSettings(Config& config, const service::CommonSettings& common);
+
+// relay-dispatch for service::Main and service::Host.
+service::Definition Definition();
+
+}  // namespace relay::dispatch

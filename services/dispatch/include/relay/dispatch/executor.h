@@ -1,0 +1,67 @@
+// Carries out one GitHubRequest against the API: the calls it takes (a
+// lookup first for check runs and comments, so a retry or replay updates
+// rather than duplicates), each under the budget, and one verdict.
+// One per worker thread (it owns a connection); not thread-safe itself.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "relay/dispatch/budget.h"
+#include "relay/github/api.h"
+#include "relay/v1/github.pb.h"
+
+namespace relay::dispatch {
+
+struct Verdict {
+  enum class Kind {
+    kDone,         // GitHub accepted it
+    kNoOp,         // nothing to do (a re-run of a run already running)
+    kTransient,    // 5xx, timeout, reset: try again later
+    kRateLimited,  // a rate limit answered: the budget knows when to go on
+    kPermanent,    // 401 after a token refresh, 403, 404, 422, app not installed
+  };
+  Kind kind = Kind::kTransient;
+  unsigned http_status = 0;
+  std::string error;
+  std::string endpoint;  // of the last call, e.g. "POST /repos/{owner}/{repo}/dispatches"
+  int64_t installation_id = 0;
+};
+
+std::string_view KindName(const v1::GitHubRequest& request);  // dispatch | rerun | suite_rerun | check_run | comment
+
+class Executor {
+ public:
+  // Called just before the request's first write goes out (the ledger's
+  // STARTED mark); an error makes the verdict transient without a call.
+  using BeforeWrite = std::function<absl::Status(const v1::GitHubRequest&)>;
+
+  Executor(std::unique_ptr<http::Client> client, github::AppCredentials* credentials, Budget* budget,
+           const Clock* clock, BeforeWrite before_write);
+
+  // `stop` ends budget waits early (the verdict is then transient).
+  Verdict Execute(const v1::GitHubRequest& request, const std::atomic<bool>& stop);
+
+ private:
+  // One call under the budget; nullopt when stopped while waiting.
+  std::optional<absl::StatusOr<github::ApiResult>> Call(const github::ApiCall& call, bool write,
+                                                         const std::atomic<bool>& stop, Verdict* verdict);
+  Verdict Dispatch(const v1::GitHubRequest& r, const std::atomic<bool>& stop);
+  Verdict Rerun(const std::string& repo, int64_t run_id, const std::atomic<bool>& stop);
+  Verdict SuiteRerun(const v1::GitHubRequest& r, const std::atomic<bool>& stop);
+  Verdict CheckRun(const v1::GitHubRequest& r, const std::atomic<bool>& stop);
+  Verdict Comment(const v1::GitHubRequest& r, const std::atomic<bool>& stop);
+  bool Started(const v1::GitHubRequest& r, Verdict* verdict);
+
+  github::Api api_;
+  Budget* budget_;
+  const Clock* clock_;
+  BeforeWrite before_write_;
+  bool started_ = false;  // before_write ran for the request in hand
+  const v1::GitHubRequest* current_ = nullptr;
+};
+
+}  // namespace relay::dispatch

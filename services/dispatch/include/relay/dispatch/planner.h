@@ -1,0 +1,71 @@
+// What an upstream webhook asks of GitHub: a pure function from one
+// github.webhooks record (and the allowlist in force) to the writes to make
+// and the facts to publish. No I/O, so every event rule is unit-tested on
+// real payloads.
+//
+//   pull_request opened/reopened/synchronize/closed, push  -> one
+//       repository_dispatch per allowlisted repo (every level)
+//   pull_request labeled/unlabeled with ciflow/crcr/<device> (and any PR
+//       event carrying such labels) -> a PullRequestLabels fact
+//   check_run rerequested on a relay check run (crcr/<owner>/<repo>/...,
+//       made by this app) -> re-run the failed jobs of the downstream run
+//   check_suite rerequested -> the same for every relay check run of the suite
+//   anything else, or another repository's events -> ignored, with the reason
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "relay/allowlist/allowlist.h"
+#include "relay/auth/relay_token.h"
+#include "relay/v1/dispatch.pb.h"
+#include "relay/v1/github.pb.h"
+#include "relay/v1/webhook.pb.h"
+
+namespace relay::dispatch {
+
+// GitHub's limit on a repository_dispatch request body.
+inline constexpr size_t kMaxDispatchBytes = 64 * 1024;
+
+struct PlannerOptions {
+  std::string upstream_repo;   // only this repository's events are relayed
+  std::string app_id;          // relay check runs are this app's
+  int64_t token_ttl_seconds = 7 * 24 * 3600;
+};
+
+struct Plan {
+  std::vector<v1::GitHubRequest> requests;
+  std::optional<v1::PullRequestLabels> labels;
+  // Set when the record asks for nothing: the event name, or why.
+  std::string ignored;
+};
+
+// InvalidArgument (poison) for a record that cannot be decoded or lacks a
+// field its event needs.
+absl::StatusOr<Plan> PlanWebhook(const v1::WebhookRecord& record, const allowlist::Allowlist& allowlist,
+                                 const auth::RelayTokenKeys& tokens, const PlannerOptions& options,
+                                 int64_t now_unix_ms);
+
+// The client_payload of a dispatch, slimmed when the whole request would
+// exceed GitHub's 64 KB: exposed for tests.
+struct ClientPayload {
+  std::string request_json;  // {"event_type":..., "client_payload": {...}}
+  bool slimmed = false;
+};
+ClientPayload BuildDispatchBody(const std::string& event, const std::string& delivery_id,
+                                const std::string& payload_json, const std::string& relay_token);
+
+// Deterministic request id: hex SHA-256 of the parts, '\n'-joined.
+std::string RequestId(std::initializer_list<std::string_view> parts);
+
+// "crcr/<owner>/<repo>/<workflow>/<job>" and external id "<run_id>/<attempt>/<job>".
+std::string CheckRunName(std::string_view downstream_repo, std::string_view workflow, std::string_view job);
+struct CheckRunRef {
+  std::string downstream_repo;
+  int64_t run_id = 0;
+};
+std::optional<CheckRunRef> ParseCheckRun(std::string_view name, std::string_view external_id);
+
+}  // namespace relay::dispatch

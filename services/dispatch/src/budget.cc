@@ -1,0 +1,74 @@
+#include "relay/dispatch/budget.h"
+
+#include <algorithm>
+
+namespace relay::dispatch {
+
+using namespace std::chrono_literals;
+
+void Budget::ExpireWindowLocked(TimePoint now) const {
+  while (!writes_.empty() && now - writes_.front() >= options_.window) writes_.pop_front();
+}
+
+std::optional<Budget::TimePoint> Budget::Acquire(int64_t installation, bool write) {
+  std::lock_guard lock(mu_);
+  TimePoint now = clock_->Now();
+  if (now < paused_until_) return paused_until_;
+  Primary& p = primary_[installation];
+  int64_t now_unix = clock_->UnixMillis() / 1000;
+  if (p.remaining >= 0 && now_unix >= p.reset_unix) p.remaining = -1;  // a new hour: unknown until answered
+  // Calls in flight will each take one too.
+  if (p.remaining >= 0 && p.remaining - p.in_flight <= 0) {
+    return now + std::chrono::seconds(std::max<int64_t>(1, p.reset_unix - now_unix + 1));
+  }
+  if (write) {
+    ExpireWindowLocked(now);
+    if (static_cast<int64_t>(writes_.size()) >= options_.max_writes_per_window) {
+      return writes_.front() + options_.window;
+    }
+    writes_.push_back(now);
+  }
+  ++p.in_flight;
+  return std::nullopt;
+}
+
+void Budget::Observe(int64_t installation, unsigned status, const std::map<std::string, std::string>& headers) {
+  std::lock_guard lock(mu_);
+  Primary& p = primary_[installation];
+  if (p.in_flight > 0) --p.in_flight;
+  auto header = [&](const char* name) -> std::optional<int64_t> {
+    auto it = headers.find(name);
+    if (it == headers.end()) return std::nullopt;
+    try {
+      return std::stoll(it->second);
+    } catch (...) {
+      return std::nullopt;
+    }
+  };
+  auto remaining = header("x-ratelimit-remaining");
+  auto reset = header("x-ratelimit-reset");
+  if (remaining && reset) {
+    p.remaining = *remaining;
+    p.reset_unix = *reset;
+  }
+  auto retry_after = header("retry-after");
+  bool secondary = status == 429 || (status == 403 && retry_after);
+  if (secondary) {
+    // GitHub: wait Retry-After, or at least a minute when it says nothing.
+    paused_until_ = std::max(paused_until_, clock_->Now() + (retry_after ? std::chrono::seconds(*retry_after) : 60s));
+  }
+}
+
+int64_t Budget::Remaining(int64_t installation) const {
+  std::lock_guard lock(mu_);
+  auto it = primary_.find(installation);
+  return it == primary_.end() ? -1 : it->second.remaining;
+}
+
+int64_t Budget::WritesLeftInWindow() const {
+  std::lock_guard lock(mu_);
+  ExpireWindowLocked(clock_->Now());
+  return options_.max_writes_per_window - static_cast<int64_t>(writes_.size());
+}
+
+}  // namespace relay::dispatch

@@ -1,0 +1,480 @@
+#include "relay/dispatch/dispatch_service.h"
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+#include "relay/allowlist/allowlist.h"
+#include "relay/auth/relay_token.h"
+#include "relay/base/log.h"
+#include "relay/base/status.h"
+#include "relay/dispatch/ledger.h"
+#include "relay/github/api.h"
+#include "relay/kafka/reader.h"
+#include "relay/v1/dispatch.pb.h"
+#include "relay/v1/webhook.pb.h"
+
+namespace relay::dispatch {
+namespace {
+
+using namespace std::chrono_literals;
+using kafka::TopicPartition;
+
+// One write this process is carrying out, shared by every record (of this
+// batch or a later retry of it) that asks for it.
+class InFlight {
+ public:
+  InFlight(TopicPartition input, v1::GitHubRequest request, bool repeated)
+      : input(std::move(input)), request(std::move(request)), repeated(repeated) {}
+  const TopicPartition input;
+  const v1::GitHubRequest request;
+  const bool repeated;  // STARTED in the ledger: in flight at a crash
+
+  void Finish(bool recorded) {
+    std::lock_guard lock(mu_);
+    finished_ = true;
+    recorded_ = recorded;
+    cv_.notify_all();
+  }
+  // True when finished by `deadline`; *recorded: its result is durable.
+  bool WaitUntil(std::chrono::steady_clock::time_point deadline, bool* recorded) {
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_until(lock, deadline, [this] { return finished_; })) return false;
+    *recorded = recorded_;
+    return true;
+  }
+  bool finished() {
+    std::lock_guard lock(mu_);
+    return finished_;
+  }
+  std::atomic<bool> cancelled{false};  // its input partition went to another member
+  std::atomic<bool> executing{false};
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool finished_ = false;
+  bool recorded_ = false;
+};
+
+class DispatchService final : public service::Service {
+ public:
+  static absl::StatusOr<std::unique_ptr<service::Service>> Start(DispatchSettings settings,
+                                                                  service::Runtime& runtime) {
+    std::unique_ptr<DispatchService> svc(new DispatchService(std::move(settings), runtime));
+    RELAY_RETURN_IF_ERROR(svc->Wire(runtime));
+    return std::unique_ptr<service::Service>(std::move(svc));
+  }
+
+  ~DispatchService() override { Stop(); }
+
+  bool Drain(std::chrono::milliseconds budget) override {
+    auto deadline = std::chrono::steady_clock::now() + budget;
+    Stop();
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    absl::Status flushed = producer_->Flush(std::max(left, 1000ms));
+    if (!flushed.ok()) log::Error("producer flush incomplete", {{"error", std::string(flushed.message())}});
+    return flushed.ok();
+  }
+
+ private:
+  DispatchService(DispatchSettings settings, service::Runtime& runtime)
+      : settings_(std::move(settings)),
+        clock_(&runtime.clock()),
+        events_(prometheus::BuildCounter()
+                    .Name("relay_dispatch_events_total")
+                    .Help("Upstream webhook records by event and outcome (relayed, ignored, poison)")
+                    .Register(runtime.metrics())),
+        dispatches_(prometheus::BuildCounter()
+                        .Name("relay_dispatch_dispatches_total")
+                        .Help("repository_dispatch events GitHub accepted, by downstream level")
+                        .Register(runtime.metrics())),
+        writes_(prometheus::BuildCounter()
+                    .Name("relay_github_writes_total")
+                    .Help("GitHub writes finished, by kind and result (done, no_op, dead_lettered)")
+                    .Register(runtime.metrics())),
+        repeats_(prometheus::BuildCounter()
+                     .Name("relay_dispatch_repeats_total")
+                     .Help("Writes made again after a restart because they were in flight at a crash")
+                     .Register(runtime.metrics())
+                     .Add({})),
+        skipped_(prometheus::BuildCounter()
+                     .Name("relay_dispatch_replays_skipped_total")
+                     .Help("Writes asked for again (replay, restart, retry) that the ledger shows done")
+                     .Register(runtime.metrics())
+                     .Add({})),
+        budget_gauge_(prometheus::BuildGauge()
+                          .Name("relay_github_budget_writes_left")
+                          .Help("Content-creating writes left in the current budget window")
+                          .Register(runtime.metrics())
+                          .Add({})),
+        rate_remaining_(prometheus::BuildGauge()
+                            .Name("relay_github_rate_limit_remaining")
+                            .Help("X-RateLimit-Remaining last seen, by installation")
+                            .Register(runtime.metrics())) {
+    for (const char* l : {"L1", "L2", "L3", "L4"}) dispatches_.Add({{"level", l}});
+  }
+
+  absl::Status Wire(service::Runtime& runtime) {
+    const auto& s = settings_;
+    auto& metrics = runtime.metrics();
+    RELAY_ASSIGN_OR_RETURN(allowlist_, allowlist::AllowlistFile::Open(s.allowlist_file, &metrics));
+    RELAY_ASSIGN_OR_RETURN(auth::RelayTokenKeys keys, auth::RelayTokenKeys::Load(s.token_keys_file));
+    keys_ = std::make_unique<auth::RelayTokenKeys>(std::move(keys));
+    RELAY_ASSIGN_OR_RETURN(auth::RsaKey app_key, auth::RsaKey::LoadPem(s.private_key_file));
+    if (!app_key.is_private()) return absl::InvalidArgumentError("github.private_key_file: not a private key");
+    credentials_ = std::make_unique<github::AppCredentials>(s.app_id, std::move(app_key), clock_);
+    // Fail at start on a bad URL rather than in every worker.
+    RELAY_RETURN_IF_ERROR(http::Client::New(s.api_url).status());
+    RELAY_ASSIGN_OR_RETURN(producer_, runtime.factories().producer(s.kafka, &metrics));
+    RELAY_ASSIGN_OR_RETURN(reader_, runtime.factories().reader(s.kafka.bootstrap));
+    RELAY_ASSIGN_OR_RETURN(int ledger_partitions, reader_->Partitions(s.topics.ledger));
+    ledger_ = std::make_unique<Ledger>(s.topics.ledger, ledger_partitions, producer_.get(), reader_.get(), clock_);
+    budget_ = std::make_unique<Budget>(s.budget, clock_);
+
+    http::ClientOptions client_options;
+    client_options.request_timeout = s.request_timeout;
+    client_options.ca_file = s.ca_file;
+    client_options.user_agent = "relay-dispatch";
+    scheduler_ = std::make_unique<Scheduler>(
+        s.scheduler,
+        [this, client_options] {
+          return std::make_unique<Executor>(std::move(*http::Client::New(settings_.api_url, client_options)),
+                                            credentials_.get(), budget_.get(), clock_,
+                                            [this](const v1::GitHubRequest& r) { return MarkStarted(r); });
+        },
+        clock_, &metrics);
+
+    kafka::ConsumerOptions co;
+    co.bootstrap = s.kafka.bootstrap;
+    co.group_id = s.group_id;
+    co.client_id = s.kafka.client_id;
+    co.topics = {s.topics.webhooks, s.topics.requests};
+    co.on_assign = [this](const std::vector<TopicPartition>& tps) { return ledger_->Load(tps); };
+    co.on_revoke = [this](const std::vector<TopicPartition>& tps) { Revoked(tps); };
+    RELAY_ASSIGN_OR_RETURN(consumer_, runtime.factories().consumer(co, producer_.get(), &metrics));
+
+    runtime.AddReadinessCheck("kafka", [p = producer_.get()] {
+      return p->Connected() ? absl::OkStatus() : absl::UnavailableError("no broker connection");
+    });
+    runtime.AddReadinessCheck("consumer", [c = consumer_.get()] { return c->Health(); });
+    runtime.Every(s.allowlist_reload, [this] { (void)allowlist_->Refresh(); });
+    runtime.Every(1s, [this] { budget_gauge_.Set(static_cast<double>(budget_->WritesLeftInWindow())); });
+
+    kafka::BatchOptions batches;
+    batches.max_records = s.batch_records;
+    batches.max_wait = 20ms;  // plan soon: a dispatch's latency starts at the webhook
+    consumer_thread_ = std::thread([this, batches] {
+      absl::Status ended = consumer_->RunBatches(batches, [this](kafka::Batch& b) { return HandleBatch(b); });
+      if (!ended.ok()) log::Error("consumer stopped", {{"error", std::string(ended.message())}});
+    });
+    log::Info("relay-dispatch configured",
+              {{"upstream", s.planner.upstream_repo},
+               {"api", s.api_url},
+               {"repos", static_cast<int64_t>(allowlist_->Current()->entries().size())},
+               {"max_writes_per_window", s.budget.max_writes_per_window},
+               {"concurrency", s.scheduler.concurrency}});
+    return absl::OkStatus();
+  }
+
+  void Stop() {
+    if (stopped_.exchange(true)) return;
+    if (consumer_) consumer_->Stop();
+    if (consumer_thread_.joinable()) consumer_thread_.join();
+    if (scheduler_) scheduler_->Stop();
+  }
+
+  // --- the consumer side -----------------------------------------------------
+
+  absl::Status HandleBatch(kafka::Batch& batch) {
+    auto list = allowlist_->Current();
+    std::vector<std::shared_ptr<InFlight>> waits;
+    std::vector<kafka::Record> facts;
+    for (size_t i = 0; i < batch.records().size(); ++i) {
+      const kafka::ConsumedRecord& rec = batch.records()[i];
+      TopicPartition input{rec.topic, rec.partition};
+      std::vector<v1::GitHubRequest> requests;
+      if (rec.topic == settings_.topics.webhooks) {
+        v1::WebhookRecord webhook;
+        if (!webhook.ParseFromString(rec.value)) {
+          events_.Add({{"event", "undecodable"}, {"outcome", "poison"}}).Increment();
+          batch.Reject(i, "not a relay.v1.WebhookRecord");
+          continue;
+        }
+        auto plan = PlanWebhook(webhook, *list, *keys_, settings_.planner, clock_->UnixMillis());
+        if (!plan.ok()) {
+          events_.Add({{"event", webhook.event()}, {"outcome", "poison"}}).Increment();
+          batch.Reject(i, std::string(plan.status().message()));
+          continue;
+        }
+        events_.Add({{"event", webhook.event()}, {"outcome", plan->ignored.empty() ? "relayed" : "ignored"}})
+            .Increment();
+        requests = std::move(plan->requests);
+        if (plan->labels) {
+          const auto& l = *plan->labels;
+          facts.push_back(kafka::Record{settings_.topics.labels, l.upstream_repo() + "#" + std::to_string(l.number()),
+                                        l.SerializeAsString(),
+                                        {{"relay-schema", "relay.v1.PullRequestLabels"},
+                                         {"relay-delivery-id", l.delivery_id()}}});
+        }
+      } else {
+        v1::GitHubRequest request;
+        if (!request.ParseFromString(rec.value) || request.id().empty() ||
+            request.repo().find('/') == std::string::npos ||
+            request.call_case() == v1::GitHubRequest::CALL_NOT_SET) {
+          batch.Reject(i, "not a usable relay.v1.GitHubRequest (id, owner/name repo and a call are required)");
+          continue;
+        }
+        requests.push_back(std::move(request));
+      }
+      for (auto& request : requests) {
+        auto state = ledger_->Get(input, request.id());
+        if (state == v1::LedgerEntry::DONE || state == v1::LedgerEntry::FAILED) {
+          skipped_.Increment();
+          continue;
+        }
+        waits.push_back(Track(input, std::move(request), state == v1::LedgerEntry::STARTED));
+      }
+    }
+    for (auto& fact : facts) RELAY_RETURN_IF_ERROR(SendAndWait(producer_.get(), std::move(fact)));
+    // Writes go on in the background; the batch is done when they are.
+    auto deadline = std::chrono::steady_clock::now() + settings_.batch_wait;
+    size_t pending = 0, unrecorded = 0;
+    for (auto& w : waits) {
+      bool recorded = false;
+      if (!w->WaitUntil(deadline, &recorded)) {
+        ++pending;
+      } else if (!recorded) {
+        ++unrecorded;
+      }
+    }
+    if (pending + unrecorded > 0) {
+      return absl::UnavailableError(std::to_string(pending) + " GitHub writes still in progress, " +
+                                    std::to_string(unrecorded) + " not recorded; the batch comes again");
+    }
+    return absl::OkStatus();
+  }
+
+  std::shared_ptr<InFlight> Track(const TopicPartition& input, v1::GitHubRequest request, bool repeated) {
+    std::lock_guard lock(in_flight_mu_);
+    auto it = in_flight_.find(request.id());
+    if (it != in_flight_.end() && !it->second->cancelled) return it->second;
+    auto job = std::make_shared<InFlight>(input, request, repeated);
+    in_flight_[request.id()] = job;
+    scheduler_->Submit(
+        std::move(request), [this, job](JobResult result) { Complete(job, std::move(result)); },
+        [job] {
+          if (job->cancelled) return false;
+          job->executing = true;
+          return true;
+        });
+    return job;
+  }
+
+  // Partitions going to another member: their writes not yet started are
+  // dropped (the new owner reads the ledger and makes them), and the ones
+  // under way finish first, so their ledger entries are there when the new
+  // owner reads.
+  void Revoked(const std::vector<TopicPartition>& tps) {
+    std::vector<std::shared_ptr<InFlight>> running;
+    {
+      std::lock_guard lock(in_flight_mu_);
+      for (auto& [id, job] : in_flight_) {
+        if (std::find(tps.begin(), tps.end(), job->input) == tps.end()) continue;
+        job->cancelled = true;
+        if (job->executing) running.push_back(job);
+      }
+    }
+    auto deadline = std::chrono::steady_clock::now() + settings_.request_timeout + 10s;
+    for (auto& job : running) {
+      bool recorded = false;
+      (void)job->WaitUntil(deadline, &recorded);
+    }
+    ledger_->Drop(tps);
+  }
+
+  // Just before a write goes out.
+  absl::Status MarkStarted(const v1::GitHubRequest& request) {
+    std::shared_ptr<InFlight> job;
+    {
+      std::lock_guard lock(in_flight_mu_);
+      auto it = in_flight_.find(request.id());
+      if (it == in_flight_.end()) return absl::InternalError("write not tracked");
+      job = it->second;
+    }
+    return ledger_->Put(job->input, request, v1::LedgerEntry::STARTED);
+  }
+
+  // On a worker: record what happened, durably, then let the batch go.
+  void Complete(const std::shared_ptr<InFlight>& job, JobResult result) {
+    const v1::GitHubRequest& req = job->request;
+    if (result.kind == JobResult::Kind::kCancelled) {
+      Forget(job, false);
+      return;
+    }
+    bool ok = result.kind != JobResult::Kind::kFailed;
+    std::string kind(KindName(req));
+    const char* result_name = result.kind == JobResult::Kind::kDone   ? "done"
+                              : result.kind == JobResult::Kind::kNoOp ? "no_op"
+                                                                      : "dead_lettered";
+    writes_.Add({{"kind", kind}, {"result", result_name}}).Increment();
+    if (job->repeated) repeats_.Increment();
+    if (result.installation_id != 0) {
+      rate_remaining_.Add({{"installation", std::to_string(result.installation_id)}})
+          .Set(static_cast<double>(budget_->Remaining(result.installation_id)));
+    }
+    std::vector<kafka::Record> records;
+    if (req.has_dispatch() && ok) {
+      dispatches_.Add({{"level", "L" + std::to_string(req.level())}}).Increment();
+      const auto& d = req.dispatch();
+      v1::DispatchRecord r;
+      r.set_request_id(req.id());
+      r.set_delivery_id(req.delivery_id());
+      r.set_upstream_repo(d.upstream_repo());
+      r.set_downstream_repo(req.repo());
+      r.set_level(req.level());
+      r.set_event(d.event());
+      r.set_action(d.action());
+      r.set_pr_number(d.pr_number());
+      r.set_head_sha(d.head_sha());
+      r.set_dispatched_at_unix_ms(clock_->UnixMillis());
+      r.set_token_key_id(d.token_key_id());
+      r.set_token_expires_at_unix(d.token_expires_at_unix());
+      r.set_slimmed(d.slimmed());
+      r.set_repeated(job->repeated);
+      records.push_back(kafka::Record{settings_.topics.dispatches, req.repo(), r.SerializeAsString(),
+                                      {{"relay-schema", "relay.v1.DispatchRecord"},
+                                       {"relay-delivery-id", req.delivery_id()}}});
+    }
+    if (!ok) {
+      records.push_back(kafka::Record{settings_.topics.failed, req.repo(), req.SerializeAsString(),
+                                      {{"relay-schema", "relay.v1.GitHubRequest"},
+                                       {"relay-delivery-id", req.delivery_id()},
+                                       {kafka::kDlqReasonHeader, result.error},
+                                       {"relay-dlq-status", std::to_string(result.http_status)},
+                                       {"relay-dlq-endpoint", result.endpoint}}});
+    }
+    v1::GitHubOutcome outcome;
+    outcome.set_request_id(req.id());
+    outcome.set_kind(kind);
+    outcome.set_repo(req.repo());
+    outcome.set_endpoint(result.endpoint);
+    outcome.set_http_status(static_cast<int>(result.http_status));
+    outcome.set_attempts(result.attempts);
+    outcome.set_result(result_name);
+    outcome.set_error(result.error);
+    outcome.set_finished_at_unix_ms(clock_->UnixMillis());
+    outcome.set_latency_ms(result.latency.count());
+    outcome.set_level(req.level());
+    outcome.set_delivery_id(req.delivery_id());
+    outcome.set_installation_id(result.installation_id);
+    outcome.set_repeated(job->repeated);
+    records.push_back(kafka::Record{settings_.topics.outcomes, req.repo(), outcome.SerializeAsString(),
+                                    {{"relay-schema", "relay.v1.GitHubOutcome"},
+                                     {"relay-delivery-id", req.delivery_id()}}});
+    // The ledger entry last: once it says DONE, nothing above is sent again.
+    bool recorded = true;
+    for (auto& record : records) recorded = recorded && SendUntilAcked(std::move(record));
+    recorded = recorded && PutUntilAcked(job->input, req, ok ? v1::LedgerEntry::DONE : v1::LedgerEntry::FAILED);
+    Forget(job, recorded);
+  }
+
+  void Forget(const std::shared_ptr<InFlight>& job, bool recorded) {
+    {
+      std::lock_guard lock(in_flight_mu_);
+      auto it = in_flight_.find(job->request.id());
+      if (it != in_flight_.end() && it->second == job) in_flight_.erase(it);
+    }
+    job->Finish(recorded);
+  }
+
+  // A result must not be lost once GitHub has it: retried until the broker
+  // takes it, unless the service is stopping (then the batch is not
+  // committed and the write counts as in flight at the stop).
+  bool SendUntilAcked(kafka::Record record) {
+    for (auto backoff = 100ms;; backoff = std::min(backoff * 2, std::chrono::milliseconds(5000))) {
+      absl::Status s = SendAndWait(producer_.get(), record);
+      if (s.ok()) return true;
+      log::Warn("recording a GitHub write failed; retrying", {{"topic", record.topic}, {"error", std::string(s.message())}});
+      if (stopped_) return false;
+      std::this_thread::sleep_for(backoff);
+    }
+  }
+  bool PutUntilAcked(const TopicPartition& input, const v1::GitHubRequest& req, v1::LedgerEntry::State state) {
+    for (auto backoff = 100ms;; backoff = std::min(backoff * 2, std::chrono::milliseconds(5000))) {
+      absl::Status s = ledger_->Put(input, req, state);
+      if (s.ok()) return true;
+      log::Warn("ledger write failed; retrying", {{"error", std::string(s.message())}});
+      if (stopped_) return false;
+      std::this_thread::sleep_for(backoff);
+    }
+  }
+
+  DispatchSettings settings_;
+  const Clock* clock_;
+  prometheus::Family<prometheus::Counter>& events_;
+  prometheus::Family<prometheus::Counter>& dispatches_;
+  prometheus::Family<prometheus::Counter>& writes_;
+  prometheus::Counter& repeats_;
+  prometheus::Counter& skipped_;
+  prometheus::Gauge& budget_gauge_;
+  prometheus::Family<prometheus::Gauge>& rate_remaining_;
+  std::unique_ptr<allowlist::AllowlistFile> allowlist_;
+  std::unique_ptr<auth::RelayTokenKeys> keys_;
+  std::unique_ptr<github::AppCredentials> credentials_;
+  std::unique_ptr<kafka::Producer> producer_;
+  std::unique_ptr<kafka::TopicReader> reader_;
+  std::unique_ptr<Ledger> ledger_;
+  std::unique_ptr<Budget> budget_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<kafka::Consumer> consumer_;
+  std::thread consumer_thread_;
+  std::atomic<bool> stopped_{false};
+  std::mutex in_flight_mu_;
+  std::map<std::string, std::shared_ptr<InFlight>> in_flight_;
+};
+
+}  // namespace
+
+absl::StatusOr<DispatchSettings> LoadSettings(Config& config, const service::CommonSettings&) {
+  DispatchSettings s;
+  s.kafka = service::ReadProducerOptions(config, "relay-dispatch");
+  s.group_id = config.String("kafka.group_id", "relay-dispatch");
+  s.api_url = config.String("github.api_url", "https://api.github.com");
+  s.app_id = config.RequiredString("github.app_id");
+  s.private_key_file = config.RequiredString("github.private_key_file");
+  s.ca_file = config.String("github.ca_file", "");
+  s.request_timeout = config.Duration("github.request_timeout", 30s, 1s, 5min);
+  s.budget.max_writes_per_window = config.Int("github.max_writes_per_minute", 80, 1, 1'000'000);
+  // The window of that ceiling is a minute; shorter only in tests that must
+  // see it work without waiting minutes.
+  s.budget.window = config.Duration("github.write_window", 60s, 100ms, 1h);
+  s.scheduler.concurrency = static_cast<int>(config.Int("github.max_concurrency", 8, 1, 256));
+  s.scheduler.retry_deadline = config.Duration("github.retry_deadline", 10min, 1s, 24h);
+  s.allowlist_file = config.RequiredString("allowlist.file");
+  s.allowlist_reload = config.Duration("allowlist.reload_interval", 10s, 100ms, 1h);
+  s.token_keys_file = config.RequiredString("tokens.keys_file");
+  s.planner.token_ttl_seconds = config.Duration("tokens.ttl", 7 * 24h, 1min, 30 * 24h).count() / 1000;
+  s.planner.upstream_repo = config.RequiredString("dispatch.upstream_repo");
+  s.planner.app_id = s.app_id;
+  s.batch_records = static_cast<size_t>(config.Int("dispatch.batch_records", 500, 1, 100'000));
+  s.batch_wait = config.Duration("dispatch.batch_wait", 5s, 100ms, 5min);
+  if (auto b = http::Client::New(s.api_url); !b.ok()) config.Fail("github.api_url", std::string(b.status().message()));
+  return s;
+}
+
+service::Definition Definition() {
+  return {"relay-dispatch",
+          [](Config& config, const service::CommonSettings& common) -> absl::StatusOr<service::Starter> {
+            RELAY_ASSIGN_OR_RETURN(DispatchSettings settings, LoadSettings(config, common));
+            return service::Starter([settings = std::move(settings)](service::Runtime& runtime) mutable {
+              return DispatchService::Start(std::move(settings), runtime);
+            });
+          }};
+}
+
+}  // namespace relay::dispatch

@@ -1,0 +1,294 @@
+#include "relay/dispatch/executor.h"
+
+#include <thread>
+
+#include <boost/json.hpp>
+
+#include "absl/strings/match.h"
+#include "relay/dispatch/planner.h"
+
+namespace relay::dispatch {
+namespace {
+
+namespace bhttp = boost::beast::http;
+namespace json = boost::json;
+using Kind = Verdict::Kind;
+
+std::string UrlEncode(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+std::string GitHubMessage(const std::string& body) {
+  boost::system::error_code ec;
+  auto v = json::parse(body, ec);
+  if (!ec && v.is_object()) {
+    if (auto* m = v.as_object().if_contains("message"); m && m->is_string()) return std::string(m->as_string());
+  }
+  return body.substr(0, 200);
+}
+
+// The verdict of one answer (classified once, here).
+Verdict Classify(const absl::StatusOr<github::ApiResult>& r, const std::string& endpoint) {
+  Verdict v;
+  v.endpoint = endpoint;
+  if (!r.ok()) {
+    v.error = std::string(r.status().message());
+    // Not installed (NotFound) or credentials refused: no retry will help.
+    v.kind = absl::IsUnavailable(r.status()) ? Kind::kTransient : Kind::kPermanent;
+    return v;
+  }
+  v.http_status = r->status;
+  v.installation_id = r->installation_id;
+  if (r->status >= 200 && r->status < 300) {
+    v.kind = Kind::kDone;
+    return v;
+  }
+  v.error = "HTTP " + std::to_string(r->status) + ": " + GitHubMessage(r->body);
+  auto header = [&](const char* name) {
+    auto it = r->headers.find(name);
+    return it == r->headers.end() ? std::string() : it->second;
+  };
+  if (r->status == 429 || (r->status == 403 && (!header("retry-after").empty() || header("x-ratelimit-remaining") == "0"))) {
+    v.kind = Kind::kRateLimited;
+  } else if (r->status >= 500) {
+    v.kind = Kind::kTransient;
+  } else {
+    v.kind = Kind::kPermanent;  // 401 (after a refresh), 403, 404, 422, ...
+  }
+  return v;
+}
+
+}  // namespace
+
+std::string_view KindName(const v1::GitHubRequest& request) {
+  switch (request.call_case()) {
+    case v1::GitHubRequest::kDispatch: return "dispatch";
+    case v1::GitHubRequest::kRerun: return "rerun";
+    case v1::GitHubRequest::kSuiteRerun: return "suite_rerun";
+    case v1::GitHubRequest::kCheckRun: return "check_run";
+    case v1::GitHubRequest::kComment: return "comment";
+    case v1::GitHubRequest::CALL_NOT_SET: break;
+  }
+  return "unknown";
+}
+
+Executor::Executor(std::unique_ptr<http::Client> client, github::AppCredentials* credentials, Budget* budget,
+                   const Clock* clock, BeforeWrite before_write)
+    : api_(std::move(client), credentials), budget_(budget), clock_(clock), before_write_(std::move(before_write)) {}
+
+bool Executor::Started(const v1::GitHubRequest& r, Verdict* verdict) {
+  if (started_ || !before_write_) return true;
+  absl::Status s = before_write_(r);
+  if (!s.ok()) {
+    verdict->kind = Kind::kTransient;
+    verdict->error = "ledger: " + std::string(s.message());
+    return false;
+  }
+  started_ = true;
+  return true;
+}
+
+std::optional<absl::StatusOr<github::ApiResult>> Executor::Call(const github::ApiCall& call, bool write,
+                                                                const std::atomic<bool>& stop, Verdict* verdict) {
+  auto installation = api_.Installation(call.repo);
+  if (!installation.ok()) return absl::StatusOr<github::ApiResult>(installation.status());
+  verdict->installation_id = *installation;
+  while (auto wait = budget_->Acquire(*installation, write)) {
+    // Sleep in short steps, so a stop is not held up by a long reset.
+    while (!stop && clock_->Now() < *wait) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (stop) return std::nullopt;
+  }
+  if (write && !Started(*current_, verdict)) {
+    budget_->Observe(*installation, 0, {});
+    return absl::StatusOr<github::ApiResult>(absl::UnavailableError(verdict->error));
+  }
+  auto result = api_.Call(call);
+  budget_->Observe(*installation, result.ok() ? result->status : 0,
+                   result.ok() ? result->headers : std::map<std::string, std::string>{});
+  return result;
+}
+
+Verdict Executor::Execute(const v1::GitHubRequest& request, const std::atomic<bool>& stop) {
+  started_ = false;
+  current_ = &request;
+  Verdict v;
+  switch (request.call_case()) {
+    case v1::GitHubRequest::kDispatch: v = Dispatch(request, stop); break;
+    case v1::GitHubRequest::kRerun: v = Rerun(request.repo(), request.rerun().run_id(), stop); break;
+    case v1::GitHubRequest::kSuiteRerun: v = SuiteRerun(request, stop); break;
+    case v1::GitHubRequest::kCheckRun: v = CheckRun(request, stop); break;
+    case v1::GitHubRequest::kComment: v = Comment(request, stop); break;
+    case v1::GitHubRequest::CALL_NOT_SET:
+      v.kind = Kind::kPermanent;
+      v.error = "request names no GitHub call";
+  }
+  current_ = nullptr;
+  return v;
+}
+
+#define RELAY_CALL_OR_STOP(result, call, write)                        \
+  auto result##_opt = Call(call, write, stop, &stopped);               \
+  if (!result##_opt) {                                                 \
+    stopped.kind = Kind::kTransient;                                   \
+    stopped.error = "stopping";                                        \
+    return stopped;                                                    \
+  }                                                                    \
+  auto& result = *result##_opt
+
+Verdict Executor::Dispatch(const v1::GitHubRequest& r, const std::atomic<bool>& stop) {
+  Verdict stopped;
+  github::ApiCall call{bhttp::verb::post, "/repos/" + r.repo() + "/dispatches", r.dispatch().client_payload_json(),
+                       r.repo(), {{"X-Relay-Idempotency-Key", r.id()}}};
+  RELAY_CALL_OR_STOP(result, call, true);
+  return Classify(result, "POST /repos/{owner}/{repo}/dispatches");
+}
+
+Verdict Executor::Rerun(const std::string& repo, int64_t run_id, const std::atomic<bool>& stop) {
+  Verdict stopped;
+  github::ApiCall call{bhttp::verb::post, "/repos/" + repo + "/actions/runs/" + std::to_string(run_id) +
+                                              "/rerun-failed-jobs",
+                       "", repo, {}};
+  RELAY_CALL_OR_STOP(result, call, true);
+  Verdict v = Classify(result, "POST /repos/{owner}/{repo}/actions/runs/{id}/rerun-failed-jobs");
+  // "This workflow is already running": what was asked is happening.
+  if (v.kind == Kind::kPermanent && v.http_status == 403 && absl::StrContains(v.error, "already running")) {
+    v.kind = Kind::kNoOp;
+  }
+  return v;
+}
+
+Verdict Executor::SuiteRerun(const v1::GitHubRequest& r, const std::atomic<bool>& stop) {
+  Verdict stopped;
+  github::ApiCall list{bhttp::verb::get,
+                       "/repos/" + r.repo() + "/check-suites/" + std::to_string(r.suite_rerun().check_suite_id()) +
+                           "/check-runs?per_page=100",
+                       "", r.repo(), {}};
+  RELAY_CALL_OR_STOP(result, list, false);
+  Verdict listed = Classify(result, "GET /repos/{owner}/{repo}/check-suites/{id}/check-runs");
+  if (listed.kind != Kind::kDone) return listed;
+  boost::system::error_code ec;
+  json::value doc = json::parse(result->body, ec);
+  const json::object* o = ec ? nullptr : doc.if_object();
+  const json::value* runs = o ? o->if_contains("check_runs") : nullptr;
+  if (!runs || !runs->is_array()) {
+    listed.kind = Kind::kTransient;
+    listed.error = "check-suite listing without check_runs";
+    return listed;
+  }
+  Verdict last{Kind::kNoOp, listed.http_status, "", listed.endpoint, listed.installation_id};
+  for (const auto& run : runs->as_array()) {
+    if (!run.is_object()) continue;
+    const auto& cr = run.as_object();
+    auto str = [&](const char* k) {
+      auto* v = cr.if_contains(k);
+      return v && v->is_string() ? std::string(v->as_string()) : std::string();
+    };
+    if (const json::value* app = cr.if_contains("app"); app && app->is_object() && !r.suite_rerun().app_id().empty()) {
+      const json::value* id = app->as_object().if_contains("id");
+      if (!id || json::serialize(*id) != r.suite_rerun().app_id()) continue;
+    }
+    std::string conclusion = str("conclusion");
+    if (conclusion != "failure" && conclusion != "timed_out" && conclusion != "cancelled") continue;
+    auto ref = ParseCheckRun(str("name"), str("external_id"));
+    if (!ref) continue;
+    Verdict v = Rerun(ref->downstream_repo, ref->run_id, stop);
+    if (v.kind != Kind::kDone && v.kind != Kind::kNoOp) return v;  // retried whole; re-runs are idempotent enough
+    last = v;
+  }
+  return last;
+}
+
+Verdict Executor::CheckRun(const v1::GitHubRequest& r, const std::atomic<bool>& stop) {
+  Verdict stopped;
+  const auto& c = r.check_run();
+  // Found again by external_id: a retry or a replay updates the one there is.
+  github::ApiCall find{bhttp::verb::get,
+                       "/repos/" + r.repo() + "/commits/" + c.head_sha() + "/check-runs?check_name=" +
+                           UrlEncode(c.name()) + "&per_page=100",
+                       "", r.repo(), {}};
+  RELAY_CALL_OR_STOP(found, find, false);
+  Verdict looked = Classify(found, "GET /repos/{owner}/{repo}/commits/{ref}/check-runs");
+  if (looked.kind != Kind::kDone) return looked;
+  int64_t existing = 0;
+  boost::system::error_code ec;
+  json::value doc = json::parse(found->body, ec);
+  if (const json::object* o = ec ? nullptr : doc.if_object()) {
+    if (const json::value* runs = o->if_contains("check_runs"); runs && runs->is_array()) {
+      for (const auto& run : runs->as_array()) {
+        const json::object* cr = run.if_object();
+        const json::value* ext = cr ? cr->if_contains("external_id") : nullptr;
+        if (ext && ext->is_string() && ext->as_string() == c.external_id()) existing = cr->at("id").to_number<int64_t>();
+      }
+    }
+  }
+  json::object body{{"name", c.name()}, {"external_id", c.external_id()}, {"status", c.status()}};
+  if (!c.details_url().empty()) body["details_url"] = c.details_url();
+  if (!c.conclusion().empty()) body["conclusion"] = c.conclusion();
+  if (!c.title().empty() || !c.summary().empty()) body["output"] = json::object{{"title", c.title()}, {"summary", c.summary()}};
+  if (existing == 0) {
+    body["head_sha"] = c.head_sha();
+    github::ApiCall create{bhttp::verb::post, "/repos/" + r.repo() + "/check-runs", json::serialize(body), r.repo(), {}};
+    RELAY_CALL_OR_STOP(created, create, true);
+    return Classify(created, "POST /repos/{owner}/{repo}/check-runs");
+  }
+  github::ApiCall update{bhttp::verb::patch, "/repos/" + r.repo() + "/check-runs/" + std::to_string(existing),
+                         json::serialize(body), r.repo(), {}};
+  RELAY_CALL_OR_STOP(updated, update, true);
+  return Classify(updated, "PATCH /repos/{owner}/{repo}/check-runs/{id}");
+}
+
+Verdict Executor::Comment(const v1::GitHubRequest& r, const std::atomic<bool>& stop) {
+  Verdict stopped;
+  const auto& c = r.comment();
+  if (c.marker().empty() || c.body().find(c.marker()) == std::string::npos) {
+    return Verdict{Kind::kPermanent, 0, "comment body must contain its marker", "", 0};
+  }
+  // Find-and-update by marker, every page: never a second comment.
+  int64_t existing = 0;
+  for (int page = 1; existing == 0; ++page) {
+    github::ApiCall list{bhttp::verb::get,
+                         "/repos/" + r.repo() + "/issues/" + std::to_string(c.issue_number()) +
+                             "/comments?per_page=100&page=" + std::to_string(page),
+                         "", r.repo(), {}};
+    RELAY_CALL_OR_STOP(listed, list, false);
+    Verdict v = Classify(listed, "GET /repos/{owner}/{repo}/issues/{id}/comments");
+    if (v.kind != Kind::kDone) return v;
+    boost::system::error_code ec;
+    json::value doc = json::parse(listed->body, ec);
+    if (ec || !doc.is_array()) break;
+    for (const auto& comment : doc.as_array()) {
+      const json::object* co = comment.if_object();
+      const json::value* body = co ? co->if_contains("body") : nullptr;
+      if (body && body->is_string() && std::string_view(body->as_string()).find(c.marker()) != std::string_view::npos) {
+        existing = co->at("id").to_number<int64_t>();
+      }
+    }
+    if (doc.as_array().size() < 100) break;
+  }
+  std::string body = json::serialize(json::object{{"body", c.body()}});
+  if (existing == 0) {
+    github::ApiCall create{bhttp::verb::post, "/repos/" + r.repo() + "/issues/" + std::to_string(c.issue_number()) + "/comments",
+                           body, r.repo(), {}};
+    RELAY_CALL_OR_STOP(created, create, true);
+    return Classify(created, "POST /repos/{owner}/{repo}/issues/{id}/comments");
+  }
+  github::ApiCall update{bhttp::verb::patch, "/repos/" + r.repo() + "/issues/comments/" + std::to_string(existing), body,
+                         r.repo(), {}};
+  RELAY_CALL_OR_STOP(updated, update, true);
+  return Classify(updated, "PATCH /repos/{owner}/{repo}/issues/comments/{id}");
+}
+
+#undef RELAY_CALL_OR_STOP
+
+}  // namespace relay::dispatch

@@ -1,0 +1,299 @@
+#include "relay/dispatch/planner.h"
+
+#include <boost/json.hpp>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "relay/github/webhook_signature.h"
+
+namespace relay::dispatch {
+namespace {
+
+namespace json = boost::json;
+
+constexpr std::string_view kCrcrLabel = "ciflow/crcr/";
+constexpr size_t kMaxSlimLabels = 100;
+
+bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+
+std::vector<std::string_view> Split(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  for (size_t start = 0;;) {
+    size_t end = s.find(sep, start);
+    out.push_back(s.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
+    if (end == std::string_view::npos) return out;
+    start = end + 1;
+  }
+}
+
+std::string Lower(std::string_view s) { return absl::AsciiStrToLower(absl::string_view(s.data(), s.size())); }
+
+std::string Quote(std::string_view s) { return json::serialize(json::string_view(s.data(), s.size())); }
+
+const json::object* Obj(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  return v ? v->if_object() : nullptr;
+}
+
+std::string Str(const json::object* o, std::string_view key) {
+  if (!o) return "";
+  const json::value* v = o->if_contains(key);
+  return v && v->is_string() ? std::string(v->as_string()) : "";
+}
+
+int64_t Int(const json::object* o, std::string_view key) {
+  if (!o) return 0;
+  const json::value* v = o->if_contains(key);
+  return v && v->is_int64() ? v->as_int64() : v && v->is_uint64() ? static_cast<int64_t>(v->as_uint64()) : 0;
+}
+
+// A copy of o[key] (when present) into out[key].
+void Keep(const json::object& o, std::string_view key, json::object& out) {
+  if (const json::value* v = o.if_contains(key)) out[key] = *v;
+}
+
+// What downstream CI needs when the whole payload does not fit: repository,
+// number, action, head and base sha and ref, labels, sender, and a push's
+// before/after/ref.
+json::object Slim(const json::object& payload) {
+  json::object out;
+  for (const char* k : {"action", "number", "before", "after", "ref", "created", "deleted", "forced"}) Keep(payload, k, out);
+  if (const json::object* repo = Obj(payload, "repository")) {
+    json::object r;
+    for (const char* k : {"id", "name", "full_name", "html_url", "clone_url", "default_branch"}) Keep(*repo, k, r);
+    out["repository"] = std::move(r);
+  }
+  if (const json::object* sender = Obj(payload, "sender")) {
+    json::object s;
+    for (const char* k : {"login", "id", "type"}) Keep(*sender, k, s);
+    out["sender"] = std::move(s);
+  }
+  if (const json::object* head = Obj(payload, "head_commit")) {
+    json::object h;
+    Keep(*head, "id", h);
+    out["head_commit"] = std::move(h);
+  }
+  if (const json::object* pr = Obj(payload, "pull_request")) {
+    json::object p;
+    for (const char* k : {"id", "number", "state", "html_url", "merged", "draft"}) Keep(*pr, k, p);
+    for (const char* side : {"head", "base"}) {
+      if (const json::object* ref = Obj(*pr, side)) {
+        json::object r;
+        Keep(*ref, "sha", r);
+        Keep(*ref, "ref", r);
+        if (const json::object* rr = Obj(*ref, "repo")) r["repo"] = json::object{{"full_name", Str(rr, "full_name")}};
+        p[side] = std::move(r);
+      }
+    }
+    if (const json::value* labels = pr->if_contains("labels"); labels && labels->is_array()) {
+      json::array names;
+      for (const auto& l : labels->as_array()) {
+        if (names.size() >= kMaxSlimLabels) break;
+        if (l.is_object()) names.push_back(json::object{{"name", Str(&l.as_object(), "name")}});
+      }
+      p["labels"] = std::move(names);
+    }
+    out["pull_request"] = std::move(p);
+  }
+  return out;
+}
+
+std::vector<std::string> CrcrDevices(const json::object* pr) {
+  std::vector<std::string> devices;
+  if (!pr) return devices;
+  const json::value* labels = pr->if_contains("labels");
+  if (!labels || !labels->is_array()) return devices;
+  for (const auto& l : labels->as_array()) {
+    std::string name = l.is_object() ? Str(&l.as_object(), "name") : "";
+    if (StartsWith(name, kCrcrLabel) && name.size() > kCrcrLabel.size()) {
+      devices.push_back(name.substr(kCrcrLabel.size()));
+    }
+  }
+  std::sort(devices.begin(), devices.end());
+  devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+  return devices;
+}
+
+}  // namespace
+
+std::string RequestId(std::initializer_list<std::string_view> parts) {
+  std::string joined;
+  for (auto p : parts) {
+    joined.append(p.data(), p.size());
+    joined.push_back('\n');
+  }
+  auto digest = github::Sha256(joined);
+  return github::Hex(std::string_view(reinterpret_cast<const char*>(digest.data()), digest.size()));
+}
+
+std::string CheckRunName(std::string_view downstream_repo, std::string_view workflow, std::string_view job) {
+  return "crcr/" + std::string(downstream_repo) + "/" + std::string(workflow) + "/" + std::string(job);
+}
+
+std::optional<CheckRunRef> ParseCheckRun(std::string_view name, std::string_view external_id) {
+  if (!StartsWith(name, "crcr/")) return std::nullopt;
+  std::vector<std::string_view> parts = Split(name.substr(5), '/');
+  std::vector<std::string_view> ext = Split(external_id, '/');
+  if (parts.size() < 4 || parts[0].empty() || parts[1].empty() || ext.size() < 3) return std::nullopt;
+  CheckRunRef ref;
+  ref.downstream_repo = std::string(parts[0]) + "/" + std::string(parts[1]);
+  if (!absl::SimpleAtoi(absl::string_view(ext[0].data(), ext[0].size()), &ref.run_id) || ref.run_id <= 0) {
+    return std::nullopt;
+  }
+  return ref;
+}
+
+ClientPayload BuildDispatchBody(const std::string& event, const std::string& delivery_id,
+                                const std::string& payload_json, const std::string& relay_token) {
+  auto assemble = [&](const std::string& payload, bool slimmed) {
+    std::string body = "{\"event_type\":" + Quote(event) + ",\"client_payload\":{\"event_type\":" + Quote(event) +
+                       ",\"delivery_id\":" + Quote(delivery_id) + ",\"payload\":" + payload +
+                       ",\"relay_token\":" + Quote(relay_token);
+    if (slimmed) body += ",\"slimmed\":true";
+    body += "}}";
+    return body;
+  };
+  ClientPayload out;
+  out.request_json = assemble(payload_json, false);
+  if (out.request_json.size() < kMaxDispatchBytes) return out;
+  json::value full = json::parse(payload_json);
+  out.request_json = assemble(json::serialize(Slim(full.as_object())), true);
+  out.slimmed = true;
+  return out;
+}
+
+absl::StatusOr<Plan> PlanWebhook(const v1::WebhookRecord& record, const allowlist::Allowlist& allowlist,
+                                 const auth::RelayTokenKeys& tokens, const PlannerOptions& options,
+                                 int64_t now_unix_ms) {
+  Plan plan;
+  if (Lower(record.repository()) != Lower(options.upstream_repo)) {
+    plan.ignored = record.repository().empty() ? "no repository" : "not the upstream repository";
+    return plan;
+  }
+  std::string decoded;
+  std::string_view payload_text;
+  if (!github::WebhookJson(record.content_type(), record.body(), &decoded, &payload_text)) {
+    return absl::InvalidArgumentError("webhook body has an unsupported content type");
+  }
+  boost::system::error_code ec;
+  json::value doc = json::parse(json::string_view(payload_text.data(), payload_text.size()), ec);
+  if (ec || !doc.is_object()) return absl::InvalidArgumentError("webhook body is not a JSON object");
+  const json::object& payload = doc.as_object();
+  const std::string& event = record.event();
+  std::string action = Str(&payload, "action");
+  std::string body_sha = github::Hex(record.body_sha256());
+  if (body_sha.empty()) {  // records from before body_sha256 existed
+    auto d = github::Sha256(record.body());
+    body_sha = github::Hex(std::string_view(reinterpret_cast<const char*>(d.data()), d.size()));
+  }
+
+  auto fan_out = [&](int64_t pr_number, const std::string& head_sha) {
+    // One body for all, but each repo its own relay token.
+    int64_t now_s = now_unix_ms / 1000;
+    for (const auto& entry : allowlist.entries()) {
+      std::string token = tokens.Sign(record.delivery_id(), entry.repo, now_s, options.token_ttl_seconds);
+      ClientPayload body = BuildDispatchBody(event, record.delivery_id(), std::string(payload_text), token);
+      v1::GitHubRequest req;
+      req.set_id(RequestId({"dispatch", record.delivery_id(), body_sha, Lower(entry.repo)}));
+      req.set_repo(entry.repo);
+      req.set_level(static_cast<int>(entry.level));
+      req.set_delivery_id(record.delivery_id());
+      req.set_requested_at_unix_ms(now_unix_ms);
+      auto* d = req.mutable_dispatch();
+      d->set_event_type(event);
+      d->set_client_payload_json(std::move(body.request_json));
+      d->set_slimmed(body.slimmed);
+      d->set_token_key_id(tokens.signing_key_id());
+      d->set_token_expires_at_unix(now_s + options.token_ttl_seconds);
+      d->set_upstream_repo(record.repository());
+      d->set_event(event);
+      d->set_action(action);
+      d->set_pr_number(pr_number);
+      d->set_head_sha(head_sha);
+      plan.requests.push_back(std::move(req));
+    }
+  };
+
+  if (event == "pull_request") {
+    const json::object* pr = Obj(payload, "pull_request");
+    int64_t number = Int(&payload, "number");
+    if (!pr || number <= 0) return absl::InvalidArgumentError("pull_request event without pull_request/number");
+    std::string head_sha = Str(Obj(*pr, "head"), "sha");
+    std::vector<std::string> devices = CrcrDevices(pr);
+    bool label_event = action == "labeled" || action == "unlabeled";
+    bool crcr_label = label_event && StartsWith(Str(Obj(payload, "label"), "name"), kCrcrLabel);
+    if (crcr_label || (!devices.empty() && (action == "opened" || action == "reopened" || action == "synchronize"))) {
+      v1::PullRequestLabels facts;
+      facts.set_upstream_repo(record.repository());
+      facts.set_number(number);
+      for (auto& d : devices) facts.add_crcr_devices(d);
+      facts.set_head_sha(head_sha);
+      facts.set_updated_at_unix_ms(now_unix_ms);
+      facts.set_delivery_id(record.delivery_id());
+      plan.labels = std::move(facts);
+    }
+    if (action == "opened" || action == "reopened" || action == "synchronize" || action == "closed") {
+      if (head_sha.empty()) return absl::InvalidArgumentError("pull_request event without head.sha");
+      fan_out(number, head_sha);
+    } else if (!plan.labels) {
+      plan.ignored = "pull_request." + action;
+    }
+    return plan;
+  }
+  if (event == "push") {
+    if (payload.contains("deleted") && payload.at("deleted").is_bool() && payload.at("deleted").as_bool()) {
+      plan.ignored = "push deleting " + Str(&payload, "ref");
+      return plan;
+    }
+    std::string after = Str(&payload, "after");
+    if (after.empty() || Str(&payload, "ref").empty()) return absl::InvalidArgumentError("push event without ref/after");
+    fan_out(0, after);
+    return plan;
+  }
+  if (event == "check_run" || event == "check_suite") {
+    if (action != "rerequested") {
+      plan.ignored = event + "." + action;
+      return plan;
+    }
+    const json::object* subject = Obj(payload, event);
+    if (!subject) return absl::InvalidArgumentError(event + " event without " + event);
+    std::string app = std::to_string(Int(Obj(*subject, "app"), "id"));
+    if (!options.app_id.empty() && app != options.app_id) {
+      plan.ignored = event + " of another app";
+      return plan;
+    }
+    v1::GitHubRequest req;
+    req.set_delivery_id(record.delivery_id());
+    req.set_requested_at_unix_ms(now_unix_ms);
+    if (event == "check_run") {
+      auto ref = ParseCheckRun(Str(subject, "name"), Str(subject, "external_id"));
+      if (!ref) {
+        plan.ignored = "check_run not made by the relay";
+        return plan;
+      }
+      const allowlist::Entry* entry = allowlist.Find(ref->downstream_repo);
+      if (!entry) {
+        plan.ignored = "check_run of a repository no longer allowlisted";
+        return plan;
+      }
+      req.set_id(RequestId({"rerun", record.delivery_id(), body_sha, Lower(entry->repo), std::to_string(ref->run_id)}));
+      req.set_repo(entry->repo);
+      req.set_level(static_cast<int>(entry->level));
+      req.mutable_rerun()->set_run_id(ref->run_id);
+    } else {
+      int64_t suite = Int(subject, "id");
+      if (suite <= 0) return absl::InvalidArgumentError("check_suite event without check_suite.id");
+      req.set_id(RequestId({"suite_rerun", record.delivery_id(), body_sha, std::to_string(suite)}));
+      req.set_repo(record.repository());
+      req.set_level(4);  // upstream maintainers asked: first in line
+      req.mutable_suite_rerun()->set_check_suite_id(suite);
+      req.mutable_suite_rerun()->set_app_id(options.app_id);
+    }
+    plan.requests.push_back(std::move(req));
+    return plan;
+  }
+  plan.ignored = event;
+  return plan;
+}
+
+}  // namespace relay::dispatch

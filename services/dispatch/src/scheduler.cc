@@ -1,0 +1,167 @@
+#include "relay/dispatch/scheduler.h"
+
+#include "relay/base/log.h"
+
+namespace relay::dispatch {
+
+namespace {
+
+int KindRank(const v1::GitHubRequest& r) {
+  switch (r.call_case()) {
+    case v1::GitHubRequest::kCheckRun: return 0;
+    case v1::GitHubRequest::kRerun:
+    case v1::GitHubRequest::kSuiteRerun: return 1;
+    case v1::GitHubRequest::kDispatch: return 2;
+    default: return 3;  // comments last
+  }
+}
+
+std::string LevelLabel(int level) { return level >= 1 && level <= 4 ? "L" + std::to_string(level) : "none"; }
+
+}  // namespace
+
+Scheduler::Scheduler(SchedulerOptions options, ExecutorFactory executors, const Clock* clock,
+                     prometheus::Registry* metrics)
+    : options_(options),
+      executors_(std::move(executors)),
+      clock_(clock),
+      calls_(prometheus::BuildCounter()
+                 .Name("relay_github_calls_total")
+                 .Help("GitHub API calls by endpoint and HTTP status (0: no answer)")
+                 .Register(*metrics)),
+      queue_depth_(prometheus::BuildGauge()
+                       .Name("relay_github_queue_depth")
+                       .Help("GitHub writes waiting for a worker, by priority level")
+                       .Register(*metrics)),
+      latency_(prometheus::BuildHistogram()
+                   .Name("relay_github_write_seconds")
+                   .Help("From a write's first attempt to its result")
+                   .Register(*metrics)
+                   .Add({}, prometheus::Histogram::BucketBoundaries{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
+                                                                    5, 10, 30, 60, 300})) {
+  for (const char* l : {"L4", "L3", "L2", "L1", "none"}) queue_depth_.Add({{"level", l}});
+  for (int i = 0; i < options_.concurrency; ++i) workers_.emplace_back([this] { Work(); });
+}
+
+Scheduler::~Scheduler() { Stop(); }
+
+void Scheduler::Submit(v1::GitHubRequest request, Done done, std::function<bool()> wanted) {
+  auto job = std::make_shared<Job>();
+  job->request = std::move(request);
+  job->done = std::move(done);
+  job->wanted = std::move(wanted);
+  Enqueue(std::move(job));
+}
+
+void Scheduler::Enqueue(std::shared_ptr<Job> job) {
+  {
+    std::lock_guard lock(mu_);
+    queue_depth_.Add({{"level", LevelLabel(job->request.level())}}).Increment();
+    ready_.push(Ready{job->request.level(), KindRank(job->request), seq_++, std::move(job)});
+  }
+  cv_.notify_one();
+}
+
+size_t Scheduler::Queued() const {
+  std::lock_guard lock(mu_);
+  return ready_.size() + delayed_.size();
+}
+
+void Scheduler::Stop() {
+  if (stop_.exchange(true)) return;
+  cv_.notify_all();
+  for (auto& w : workers_) {
+    if (w.joinable()) w.join();
+  }
+}
+
+void Scheduler::Finish(std::shared_ptr<Job> job, const Verdict& v, JobResult::Kind kind) {
+  JobResult result;
+  result.kind = kind;
+  result.http_status = v.http_status;
+  result.attempts = job->attempts;
+  result.error = v.error;
+  result.endpoint = v.endpoint;
+  result.installation_id = v.installation_id;
+  result.latency = std::chrono::duration_cast<std::chrono::milliseconds>(clock_->Now() - job->first_attempt);
+  latency_.Observe(std::chrono::duration<double>(result.latency).count());
+  std::move(job->done)(std::move(result));
+}
+
+void Scheduler::Work() {
+  std::unique_ptr<Executor> executor = executors_();
+  while (!stop_) {
+    std::shared_ptr<Job> job;
+    {
+      std::unique_lock lock(mu_);
+      for (;;) {
+        if (stop_) return;
+        // Backoffs that are over go back in line.
+        auto now = clock_->Now();
+        while (!delayed_.empty() && delayed_.begin()->first <= now) {
+          auto j = delayed_.begin()->second;
+          delayed_.erase(delayed_.begin());
+          queue_depth_.Add({{"level", LevelLabel(j->request.level())}}).Increment();
+          ready_.push(Ready{j->request.level(), KindRank(j->request), seq_++, std::move(j)});
+        }
+        if (!ready_.empty()) break;
+        // Real time for the wait: a FakeClock in tests only decides due-ness.
+        cv_.wait_for(lock, std::chrono::milliseconds(50));
+      }
+      job = ready_.top().job;
+      ready_.pop();
+      queue_depth_.Add({{"level", LevelLabel(job->request.level())}}).Decrement();
+    }
+    if (job->attempts == 0) job->first_attempt = clock_->Now();
+    if (job->wanted && !job->wanted()) {
+      Finish(job, Verdict{Verdict::Kind::kTransient, 0, "cancelled", "", 0}, JobResult::Kind::kCancelled);
+      continue;
+    }
+    ++job->attempts;
+    Verdict v = executor->Execute(job->request, stop_);
+    calls_.Add({{"endpoint", v.endpoint.empty() ? std::string(KindName(job->request)) : v.endpoint},
+                {"status", std::to_string(v.http_status)}})
+        .Increment();
+    switch (v.kind) {
+      case Verdict::Kind::kDone:
+        Finish(job, v, JobResult::Kind::kDone);
+        continue;
+      case Verdict::Kind::kNoOp:
+        Finish(job, v, JobResult::Kind::kNoOp);
+        continue;
+      case Verdict::Kind::kPermanent:
+        log::Warn("GitHub write failed for good",
+                  {{"request_id", job->request.id()}, {"repo", job->request.repo()}, {"error", v.error}});
+        Finish(job, v, JobResult::Kind::kFailed);
+        continue;
+      case Verdict::Kind::kRateLimited:
+        // The budget has what the answer said; it holds the next attempt.
+        Enqueue(std::move(job));
+        continue;
+      case Verdict::Kind::kTransient:
+        break;
+    }
+    if (stop_) continue;  // stopping: the job is dropped (see Stop)
+    if (clock_->Now() - job->first_attempt >= options_.retry_deadline) {
+      v.error = "gave up after " + std::to_string(job->attempts) + " attempts: " + v.error;
+      log::Warn("GitHub write abandoned at its retry deadline",
+                {{"request_id", job->request.id()}, {"repo", job->request.repo()}, {"error", v.error}});
+      Finish(job, v, JobResult::Kind::kFailed);
+      continue;
+    }
+    // Exponential backoff with full jitter: retries of many writes that
+    // failed together do not come back together.
+    job->backoff = job->backoff.count() == 0 ? options_.backoff_min : std::min(job->backoff * 2, options_.backoff_max);
+    std::chrono::milliseconds wait;
+    {
+      std::lock_guard lock(mu_);
+      wait = std::chrono::milliseconds(
+          std::uniform_int_distribution<int64_t>(job->backoff.count() / 2, job->backoff.count())(rng_));
+      delayed_.emplace(clock_->Now() + wait, job);
+    }
+    log::Info("GitHub write will be retried",
+              {{"request_id", job->request.id()}, {"error", v.error}, {"in_ms", wait.count()}});
+  }
+}
+
+}  // namespace relay::dispatch

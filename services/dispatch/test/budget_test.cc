@@ -1,0 +1,61 @@
+// The budget with a clock driven by hand.
+#include "relay/dispatch/budget.h"
+
+#include <gtest/gtest.h>
+
+namespace relay::dispatch {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(BudgetTest, TheWriteCeilingHoldsPerWindow) {
+  FakeClock clock;
+  Budget budget({3, 60s}, &clock);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_FALSE(budget.Acquire(1, true).has_value());
+    budget.Observe(1, 204, {});
+  }
+  auto wait = budget.Acquire(1, true);
+  ASSERT_TRUE(wait.has_value());
+  EXPECT_EQ(*wait - clock.Now(), 60s);
+  EXPECT_FALSE(budget.Acquire(1, false).has_value()) << "reads are not content-creating";
+  budget.Observe(1, 200, {});
+  clock.Advance(60s);
+  EXPECT_FALSE(budget.Acquire(1, true).has_value());
+  EXPECT_EQ(budget.WritesLeftInWindow(), 2);
+}
+
+TEST(BudgetTest, PrimaryRemainingCountsCallsInFlight) {
+  FakeClock clock;
+  Budget budget({1000, 60s}, &clock);
+  int64_t reset = clock.UnixMillis() / 1000 + 100;
+  ASSERT_FALSE(budget.Acquire(7, true).has_value());
+  budget.Observe(7, 204, {{"x-ratelimit-remaining", "2"}, {"x-ratelimit-reset", std::to_string(reset)}});
+  ASSERT_FALSE(budget.Acquire(7, true).has_value());  // 2 left, 1 in flight
+  ASSERT_FALSE(budget.Acquire(7, true).has_value());  // 2 left, 2 in flight
+  auto wait = budget.Acquire(7, true);
+  ASSERT_TRUE(wait.has_value()) << "a third call would exceed what GitHub said is left";
+  EXPECT_GE(*wait - clock.Now(), 100s);
+  EXPECT_FALSE(budget.Acquire(8, true).has_value()) << "another installation has its own budget";
+  // After the reset, calls go again.
+  clock.Advance(101s);
+  EXPECT_FALSE(budget.Acquire(7, true).has_value());
+}
+
+TEST(BudgetTest, ASecondaryLimitAnswerPausesEveryone) {
+  FakeClock clock;
+  Budget budget({1000, 60s}, &clock);
+  ASSERT_FALSE(budget.Acquire(1, true).has_value());
+  budget.Observe(1, 429, {{"retry-after", "7"}});
+  auto wait = budget.Acquire(2, true);
+  ASSERT_TRUE(wait.has_value());
+  EXPECT_EQ(*wait - clock.Now(), 7s);
+  clock.Advance(7s);
+  EXPECT_FALSE(budget.Acquire(2, true).has_value());
+  // A 403 secondary limit without Retry-After: a minute, as GitHub asks.
+  budget.Observe(2, 403, {{"retry-after", "60"}});
+  EXPECT_TRUE(budget.Acquire(1, false).has_value());
+}
+
+}  // namespace
+}  // namespace relay::dispatch

@@ -1,0 +1,180 @@
+// The event rules on GitHub-shaped payloads: what fans out, what becomes a
+// label fact, what re-runs, what is ignored, what is poison, and slimming.
+#include "relay/dispatch/planner.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+#include "relay/github/webhook_signature.h"
+
+namespace relay::dispatch {
+namespace {
+
+using ::testing::HasSubstr;
+namespace json = boost::json;
+
+constexpr char kAllowlist[] = R"(
+L1: [acme/l1]
+L2: [acme/l2]
+L3:
+  xpu:
+    intel/l3: [oncall]
+L4: [amd/l4]
+)";
+constexpr char kKeys[] = "signing_key: k\nkeys:\n  k: planner-test-secret-0123456789-0123456789\n";
+
+class PlannerTest : public ::testing::Test {
+ protected:
+  PlannerTest()
+      : list_(*allowlist::Allowlist::Parse(kAllowlist, "test")), keys_(*auth::RelayTokenKeys::Parse(kKeys, "test")) {
+    options_.upstream_repo = "pytorch/pytorch";
+    options_.app_id = "4242";
+  }
+  v1::WebhookRecord Record(const std::string& event, const std::string& body, const std::string& repo = "pytorch/pytorch") {
+    v1::WebhookRecord r;
+    r.set_delivery_id("d-" + event);
+    r.set_event(event);
+    r.set_repository(repo);
+    r.set_body(body);
+    r.set_content_type("application/json");
+    auto digest = github::Sha256(body);
+    r.set_body_sha256(digest.data(), digest.size());
+    return r;
+  }
+  absl::StatusOr<Plan> PlanOf(const v1::WebhookRecord& r) { return PlanWebhook(r, list_, keys_, options_, 1'700'000'000'000); }
+
+  static std::string PullRequest(const std::string& action, const std::string& labels = "[]", const std::string& extra = "") {
+    return R"({"action":")" + action + R"(","number":7,"pull_request":{"number":7,"head":{"sha":"abc123","ref":"feature"},)"
+           R"("base":{"sha":"def456","ref":"main"},"labels":)" + labels + R"(},"repository":{"full_name":"pytorch/pytorch"})" + extra + "}";
+  }
+
+  allowlist::Allowlist list_;
+  auth::RelayTokenKeys keys_;
+  PlannerOptions options_;
+};
+
+TEST_F(PlannerTest, PullRequestOpenedFansOutToEveryLevelWithABoundToken) {
+  auto plan = PlanOf(Record("pull_request", PullRequest("opened")));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->requests.size(), 4u);
+  EXPECT_EQ(plan->requests[0].repo(), "amd/l4");  // highest level first
+  EXPECT_EQ(plan->requests[0].level(), 4);
+  for (const auto& r : plan->requests) {
+    ASSERT_TRUE(r.has_dispatch());
+    json::value body = json::parse(r.dispatch().client_payload_json());
+    EXPECT_EQ(body.at("event_type").as_string(), "pull_request");
+    const auto& cp = body.at("client_payload").as_object();
+    EXPECT_EQ(cp.at("delivery_id").as_string(), "d-pull_request");
+    EXPECT_EQ(cp.at("payload").at("pull_request").at("head").at("sha").as_string(), "abc123");
+    auto claims = keys_.Verify(std::string(cp.at("relay_token").as_string()), 1'700'000'000);
+    ASSERT_TRUE(claims.ok()) << claims.status();
+    EXPECT_EQ(claims->repo, r.repo());  // a token for this repo only
+    EXPECT_EQ(claims->delivery_id, "d-pull_request");
+    EXPECT_EQ(r.dispatch().pr_number(), 7);
+    EXPECT_EQ(r.dispatch().head_sha(), "abc123");
+  }
+  // Deterministic ids: planning the same record again gives the same ids.
+  auto again = PlanOf(Record("pull_request", PullRequest("opened")));
+  EXPECT_EQ(again->requests[2].id(), plan->requests[2].id());
+  EXPECT_NE(plan->requests[1].id(), plan->requests[2].id());
+  EXPECT_FALSE(plan->labels.has_value());
+}
+
+TEST_F(PlannerTest, CrcrLabelsBecomeAFactAndOtherLabelsAreIgnored) {
+  auto labeled = PlanOf(Record("pull_request", PullRequest("labeled", R"([{"name":"ciflow/crcr/xpu"},{"name":"bug"}])",
+                                                           R"(,"label":{"name":"ciflow/crcr/xpu"})")));
+  ASSERT_TRUE(labeled.ok());
+  EXPECT_TRUE(labeled->requests.empty());
+  ASSERT_TRUE(labeled->labels.has_value());
+  EXPECT_EQ(labeled->labels->number(), 7);
+  ASSERT_EQ(labeled->labels->crcr_devices_size(), 1);
+  EXPECT_EQ(labeled->labels->crcr_devices(0), "xpu");
+  auto other = PlanOf(Record("pull_request", PullRequest("labeled", R"([{"name":"bug"}])", R"(,"label":{"name":"bug"})")));
+  EXPECT_EQ(other->ignored, "pull_request.labeled");
+  // Unlabeled: the fact now holds an empty set.
+  auto unlabeled = PlanOf(Record("pull_request", PullRequest("unlabeled", "[]", R"(,"label":{"name":"ciflow/crcr/xpu"})")));
+  ASSERT_TRUE(unlabeled->labels.has_value());
+  EXPECT_EQ(unlabeled->labels->crcr_devices_size(), 0);
+  // A synchronize of a labelled PR dispatches and restates the labels.
+  auto sync = PlanOf(Record("pull_request", PullRequest("synchronize", R"([{"name":"ciflow/crcr/xpu"}])")));
+  EXPECT_EQ(sync->requests.size(), 4u);
+  EXPECT_TRUE(sync->labels.has_value());
+}
+
+TEST_F(PlannerTest, PushFansOutAndABranchDeletionDoesNot) {
+  auto push = PlanOf(Record("push", R"({"ref":"refs/heads/main","before":"aaa","after":"bbb","repository":{"full_name":"pytorch/pytorch"}})"));
+  ASSERT_TRUE(push.ok());
+  EXPECT_EQ(push->requests.size(), 4u);
+  EXPECT_EQ(push->requests[0].dispatch().head_sha(), "bbb");
+  auto deleted = PlanOf(Record("push", R"({"ref":"refs/heads/x","before":"aaa","after":"0000","deleted":true})"));
+  EXPECT_TRUE(deleted->requests.empty());
+  EXPECT_THAT(deleted->ignored, HasSubstr("deleting"));
+}
+
+TEST_F(PlannerTest, RerequestedRelayCheckRunReRunsTheDownstreamRun) {
+  std::string body = R"({"action":"rerequested","check_run":{"name":"crcr/intel/l3/ci/build","external_id":"9911/2/build","app":{"id":4242}}})";
+  auto plan = PlanOf(Record("check_run", body));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->requests.size(), 1u);
+  EXPECT_EQ(plan->requests[0].repo(), "intel/l3");
+  EXPECT_EQ(plan->requests[0].rerun().run_id(), 9911);
+  // Another app's check run, a non-relay one, or a repo no longer listed.
+  EXPECT_THAT(PlanOf(Record("check_run", R"({"action":"rerequested","check_run":{"name":"crcr/intel/l3/ci/build","external_id":"1/1/b","app":{"id":1}}})"))->ignored,
+              HasSubstr("another app"));
+  EXPECT_THAT(PlanOf(Record("check_run", R"({"action":"rerequested","check_run":{"name":"lint","external_id":"","app":{"id":4242}}})"))->ignored,
+              HasSubstr("not made by the relay"));
+  EXPECT_THAT(PlanOf(Record("check_run", R"({"action":"rerequested","check_run":{"name":"crcr/gone/repo/ci/b","external_id":"1/1/b","app":{"id":4242}}})"))->ignored,
+              HasSubstr("no longer allowlisted"));
+  auto suite = PlanOf(Record("check_suite", R"({"action":"rerequested","check_suite":{"id":555,"app":{"id":4242}}})"));
+  ASSERT_EQ(suite->requests.size(), 1u);
+  EXPECT_EQ(suite->requests[0].suite_rerun().check_suite_id(), 555);
+  EXPECT_EQ(suite->requests[0].repo(), "pytorch/pytorch");
+}
+
+TEST_F(PlannerTest, OtherEventsOtherReposAndBrokenPayloads) {
+  EXPECT_EQ(PlanOf(Record("issues", R"({"action":"opened"})"))->ignored, "issues");
+  EXPECT_EQ(PlanOf(Record("pull_request", PullRequest("opened"), "someone/else"))->ignored, "not the upstream repository");
+  EXPECT_EQ(PlanOf(Record("pull_request", PullRequest("edited")))->ignored, "pull_request.edited");
+  EXPECT_TRUE(absl::IsInvalidArgument(PlanOf(Record("pull_request", "not json")).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(PlanOf(Record("pull_request", R"({"action":"opened"})")).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(PlanOf(Record("push", R"({"ref":"refs/heads/main"})")).status()));
+}
+
+TEST_F(PlannerTest, AnOversizePayloadIsSlimmedUnder64KBAndKeepsWhatCiNeeds) {
+  std::string padding = R"(,"big":")" + std::string(90'000, 'x') + "\"";
+  auto plan = PlanOf(Record("pull_request", PullRequest("opened", R"([{"name":"ciflow/crcr/xpu"}])", padding)));
+  ASSERT_TRUE(plan.ok());
+  for (const auto& r : plan->requests) {
+    EXPECT_TRUE(r.dispatch().slimmed());
+    EXPECT_LT(r.dispatch().client_payload_json().size(), kMaxDispatchBytes);
+    json::value body = json::parse(r.dispatch().client_payload_json());
+    const auto& cp = body.at("client_payload").as_object();
+    EXPECT_TRUE(cp.at("slimmed").as_bool());
+    EXPECT_LE(cp.size(), 10u);
+    const auto& p = cp.at("payload").as_object();
+    EXPECT_FALSE(p.contains("big"));
+    EXPECT_EQ(p.at("number").as_int64(), 7);
+    EXPECT_EQ(p.at("action").as_string(), "opened");
+    EXPECT_EQ(p.at("repository").at("full_name").as_string(), "pytorch/pytorch");
+    EXPECT_EQ(p.at("pull_request").at("head").at("sha").as_string(), "abc123");
+    EXPECT_EQ(p.at("pull_request").at("base").at("ref").as_string(), "main");
+    EXPECT_EQ(p.at("pull_request").at("labels").at(0).at("name").as_string(), "ciflow/crcr/xpu");
+  }
+  auto small = PlanOf(Record("pull_request", PullRequest("opened")));
+  EXPECT_FALSE(small->requests[0].dispatch().slimmed());
+}
+
+TEST(CheckRunNamesTest, RoundTrip) {
+  EXPECT_EQ(CheckRunName("intel/torch-xpu", "ci", "build"), "crcr/intel/torch-xpu/ci/build");
+  auto ref = ParseCheckRun("crcr/intel/torch-xpu/ci/build", "123/1/build");
+  ASSERT_TRUE(ref.has_value());
+  EXPECT_EQ(ref->downstream_repo, "intel/torch-xpu");
+  EXPECT_EQ(ref->run_id, 123);
+  EXPECT_FALSE(ParseCheckRun("crcr/x", "1/1/b").has_value());
+  EXPECT_FALSE(ParseCheckRun("crcr/a/b/c/d", "x/1/b").has_value());
+}
+
+}  // namespace
+}  // namespace relay::dispatch
