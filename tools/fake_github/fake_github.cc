@@ -49,6 +49,19 @@ http::Response Message(unsigned status, const std::string& message) {
   return Json(status, json::object{{"message", message}, {"documentation_url", "https://docs.github.com/rest"}});
 }
 
+std::string UrlDecode(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size()) {
+      out.push_back(static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16)));
+      i += 2;
+    } else {
+      out.push_back(s[i] == '+' ? ' ' : s[i]);
+    }
+  }
+  return out;
+}
+
 bool IsWrite(bhttp::verb m) {
   return m == bhttp::verb::post || m == bhttp::verb::patch || m == bhttp::verb::put || m == bhttp::verb::delete_;
 }
@@ -472,7 +485,7 @@ class FakeImpl final : public FakeGitHub {
     if (seg.size() == 6 && seg[3] == "commits" && seg[5] == "check-runs" && m == bhttp::verb::get) {
       std::string name;
       if (auto q = call->path.find("check_name="); q != std::string::npos) {
-        name = call->path.substr(q + 11, call->path.find('&', q) - q - 11);
+        name = UrlDecode(call->path.substr(q + 11, call->path.find('&', q) - q - 11));
       }
       json::array runs;
       for (const auto& [id, cr] : check_runs_) {

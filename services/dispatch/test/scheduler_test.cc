@@ -1,3 +1,271 @@
-// Placeholder replaced below.
+// The scheduler, executor and budget against the fake GitHub in process:
+// priorities, retries, rate limits honoured without a breach, permanent
+// failures, and check runs and comments found again instead of duplicated.
+#include "relay/dispatch/scheduler.h"
+
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
-TEST(SchedulerTest, Placeholder) { SUCCEED(); }
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+
+#include <boost/json.hpp>
+#include <future>
+
+#include "fake_github.h"
+#include "relay/dispatch/planner.h"
+#include "support/timing.h"
+
+namespace relay::dispatch {
+namespace {
+
+namespace bhttp = boost::beast::http;
+namespace json = boost::json;
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+std::pair<std::string, std::string> KeyPair() {
+  EVP_PKEY* pkey = EVP_RSA_gen(2048);
+  auto pem = [&](bool priv) {
+    BIO* bio = BIO_new(BIO_s_mem());
+    priv ? PEM_write_bio_PrivateKey(bio, pkey, nullptr, nullptr, 0, nullptr, nullptr) : PEM_write_bio_PUBKEY(bio, pkey);
+    char* data = nullptr;
+    long len = BIO_get_mem_data(bio, &data);
+    std::string out(data, static_cast<size_t>(len));
+    BIO_free(bio);
+    return out;
+  };
+  auto out = std::make_pair(pem(true), pem(false));
+  EVP_PKEY_free(pkey);
+  return out;
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto [priv, pub] = KeyPair();
+    fake_github::Options fo;
+    fo.app_id = "77";
+    fo.public_key_pem = pub;
+    fake_ = std::move(*fake_github::FakeGitHub::Start(fo));
+    credentials_ = std::make_unique<github::AppCredentials>("77", *auth::RsaKey::FromPem(priv), &clock_);
+  }
+  void StartScheduler(SchedulerOptions options, BudgetOptions budget = {1000, 60s}) {
+    budget_ = std::make_unique<Budget>(budget, &clock_);
+    scheduler_ = std::make_unique<Scheduler>(
+        options,
+        [this] {
+          return std::make_unique<Executor>(std::move(*http::Client::New(Origin())), credentials_.get(), budget_.get(),
+                                            &clock_, nullptr);
+        },
+        &clock_, &registry_);
+  }
+  std::string Origin() { return "http://127.0.0.1:" + std::to_string(fake_->port()); }
+  json::value Control(bhttp::verb m, const std::string& path, const std::string& body = "") {
+    auto r = (*http::Client::New(Origin()))->Send(m, path, {{"Content-Type", "application/json"}}, body);
+    EXPECT_TRUE(r.ok());
+    return json::parse(r->body);
+  }
+  static v1::GitHubRequest Dispatch(const std::string& repo, int level, const std::string& id) {
+    v1::GitHubRequest r;
+    r.set_id(id);
+    r.set_repo(repo);
+    r.set_level(level);
+    r.mutable_dispatch()->set_client_payload_json(R"({"event_type":"push","client_payload":{"n":")" + id + "\"}}");
+    return r;
+  }
+  // Submits and returns a future of the result.
+  std::future<JobResult> Submit(v1::GitHubRequest r) {
+    auto p = std::make_shared<std::promise<JobResult>>();
+    auto f = p->get_future();
+    scheduler_->Submit(std::move(r), [p](JobResult result) { p->set_value(std::move(result)); });
+    return f;
+  }
+
+  SystemClock clock_;
+  prometheus::Registry registry_;
+  std::unique_ptr<fake_github::FakeGitHub> fake_;
+  std::unique_ptr<github::AppCredentials> credentials_;
+  std::unique_ptr<Budget> budget_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+TEST_F(SchedulerTest, L4WorkQueuedWithL1WorkGoesFirst) {
+  Control(bhttp::verb::post, "/_fake/config", R"({"latency_ms":30})");
+  SchedulerOptions o;
+  o.concurrency = 1;
+  StartScheduler(o);
+  std::mutex mu;
+  std::vector<std::string> order;
+  std::vector<std::future<JobResult>> all;
+  auto submit = [&](const std::string& repo, int level, const std::string& id) {
+    auto p = std::make_shared<std::promise<JobResult>>();
+    all.push_back(p->get_future());
+    scheduler_->Submit(Dispatch(repo, level, id), [&, p, id](JobResult r) {
+      {
+        std::lock_guard lock(mu);
+        order.push_back(id);
+      }
+      p->set_value(std::move(r));
+    });
+  };
+  for (int i = 0; i < 6; ++i) submit("acme/low", 1, "l1-" + std::to_string(i));
+  for (int i = 0; i < 6; ++i) submit("acme/high", 4, "l4-" + std::to_string(i));
+  for (auto& f : all) ASSERT_EQ(f.get().kind, JobResult::Kind::kDone);
+  // The one worker may have taken the first L1 before the rest were
+  // queued; apart from it, every L4 before any L1.
+  ASSERT_EQ(order.size(), 12u);
+  int l1_among_first_seven = 0;
+  for (int i = 0; i < 7; ++i) l1_among_first_seven += order[i].substr(0, 2) == "l1";
+  EXPECT_LE(l1_among_first_seven, 1);
+  EXPECT_EQ(order.back().substr(0, 2), "l1");
+}
+
+TEST_F(SchedulerTest, TransientFailuresRetryAndPermanentOnesEndAtOnce) {
+  SchedulerOptions o;
+  o.backoff_min = 20ms;
+  o.backoff_max = 100ms;
+  StartScheduler(o);
+  Control(bhttp::verb::post, "/_fake/faults", R"({"path":"/repos/acme/flaky/dispatches","status":502,"count":2})");
+  Control(bhttp::verb::post, "/_fake/faults", R"({"path":"/repos/acme/gone/dispatches","status":404,"count":-1})");
+  Control(bhttp::verb::post, "/_fake/faults", R"({"path":"/repos/acme/bad/dispatches","status":422,"count":-1,"message":"event_type invalid"})");
+  auto flaky = Submit(Dispatch("acme/flaky", 2, "f"));
+  auto gone = Submit(Dispatch("acme/gone", 2, "g"));
+  auto bad = Submit(Dispatch("acme/bad", 2, "b"));
+  JobResult f = flaky.get();
+  EXPECT_EQ(f.kind, JobResult::Kind::kDone);
+  EXPECT_EQ(f.attempts, 3);
+  JobResult g = gone.get();
+  EXPECT_EQ(g.kind, JobResult::Kind::kFailed);
+  EXPECT_EQ(g.attempts, 1);
+  EXPECT_EQ(g.http_status, 404u);
+  JobResult b = bad.get();
+  EXPECT_EQ(b.kind, JobResult::Kind::kFailed);
+  EXPECT_THAT(b.error, HasSubstr("event_type invalid"));
+  EXPECT_EQ(b.endpoint, "POST /repos/{owner}/{repo}/dispatches");
+  // A repo the app is not installed on is permanent too.
+  Control(bhttp::verb::post, "/_fake/config", R"({"not_installed":["ghost/repo"]})");
+  JobResult ghost = Submit(Dispatch("ghost/repo", 1, "x")).get();
+  EXPECT_EQ(ghost.kind, JobResult::Kind::kFailed);
+  EXPECT_THAT(ghost.error, HasSubstr("not installed"));
+}
+
+TEST_F(SchedulerTest, TransientFailuresStopAtTheRetryDeadline) {
+  SchedulerOptions o;
+  o.backoff_min = 20ms;
+  o.backoff_max = 50ms;
+  o.retry_deadline = 300ms;
+  StartScheduler(o);
+  Control(bhttp::verb::post, "/_fake/faults", R"({"path":"dispatches","status":503,"count":-1})");
+  JobResult r = Submit(Dispatch("acme/down", 1, "d")).get();
+  EXPECT_EQ(r.kind, JobResult::Kind::kFailed);
+  EXPECT_THAT(r.error, HasSubstr("gave up after"));
+  EXPECT_GE(r.attempts, 3);
+}
+
+TEST_F(SchedulerTest, RetryAfterIsHonouredAndTheCeilingIsNeverBreached) {
+  // A ceiling of 5 writes per 500 ms on both sides; 10x that offered at once.
+  Control(bhttp::verb::post, "/_fake/config", R"({"content_limit":{"per_window":5,"window_seconds":1}})");
+  SchedulerOptions o;
+  o.concurrency = 4;
+  StartScheduler(o, BudgetOptions{5, 1000ms});
+  auto start = std::chrono::steady_clock::now();
+  std::vector<std::future<JobResult>> all;
+  for (int i = 0; i < 50; ++i) all.push_back(Submit(Dispatch("acme/busy", 2, std::to_string(i))));
+  for (auto& f : all) EXPECT_EQ(f.get().kind, JobResult::Kind::kDone);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 9s) << "50 writes at 5 a second";
+  auto stats = Control(bhttp::verb::get, "/_fake/stats");
+  EXPECT_EQ(stats.at("breaches").at("secondary").as_int64(), 0);
+  EXPECT_EQ(stats.at("dispatches").as_int64(), 50);
+  // A 429 with Retry-After: 1 makes the next attempt wait a second.
+  Control(bhttp::verb::post, "/_fake/faults", R"({"path":"dispatches","status":429,"count":1,"retry_after":1})");
+  auto t0 = std::chrono::steady_clock::now();
+  JobResult r = Submit(Dispatch("acme/busy", 2, "after-429")).get();
+  EXPECT_EQ(r.kind, JobResult::Kind::kDone);
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 950ms);
+}
+
+TEST_F(SchedulerTest, ThePrimaryLimitIsNeverExceeded) {
+  // 12 calls an installation per 3 s window (the token fetch counts too).
+  Control(bhttp::verb::post, "/_fake/config", R"({"rate_limit":{"limit":12,"window_seconds":3}})");
+  SchedulerOptions o;
+  o.concurrency = 4;
+  StartScheduler(o);
+  std::vector<std::future<JobResult>> all;
+  for (int i = 0; i < 30; ++i) all.push_back(Submit(Dispatch("acme/primary", 3, std::to_string(i))));
+  for (auto& f : all) EXPECT_EQ(f.get().kind, JobResult::Kind::kDone);
+  auto stats = Control(bhttp::verb::get, "/_fake/stats");
+  EXPECT_EQ(stats.at("breaches").at("primary").as_int64(), 0);
+  EXPECT_EQ(stats.at("dispatches").as_int64(), 30);
+}
+
+TEST_F(SchedulerTest, CheckRunsAndCommentsAreFoundAgainNotDuplicated) {
+  StartScheduler(SchedulerOptions{});
+  auto check = [](const std::string& status, const std::string& conclusion) {
+    v1::GitHubRequest r;
+    r.set_id("cr-" + status);
+    r.set_repo("pytorch/pytorch");
+    r.set_level(3);
+    auto* c = r.mutable_check_run();
+    c->set_name(CheckRunName("intel/l3", "ci", "build"));
+    c->set_head_sha("abc123");
+    c->set_external_id("555/1/build");
+    c->set_status(status);
+    c->set_conclusion(conclusion);
+    c->set_details_url("https://github.com/intel/l3/actions/runs/555");
+    return r;
+  };
+  ASSERT_EQ(Submit(check("in_progress", "")).get().kind, JobResult::Kind::kDone);
+  JobResult done = Submit(check("completed", "success")).get();
+  ASSERT_EQ(done.kind, JobResult::Kind::kDone);
+  EXPECT_EQ(done.endpoint, "PATCH /repos/{owner}/{repo}/check-runs/{id}");
+  auto calls = Control(bhttp::verb::get, "/_fake/calls").as_array();
+  int creates = 0, updates = 0;
+  for (const auto& c : calls) {
+    std::string e(c.at("endpoint").as_string());
+    creates += e == "POST /repos/{owner}/{repo}/check-runs";
+    updates += e == "PATCH /repos/{owner}/{repo}/check-runs/{id}";
+  }
+  EXPECT_EQ(creates, 1);
+  EXPECT_EQ(updates, 1);
+
+  auto comment = [](const std::string& body) {
+    v1::GitHubRequest r;
+    r.set_id("c-" + body);
+    r.set_repo("pytorch/pytorch");
+    r.mutable_comment()->set_issue_number(7);
+    r.mutable_comment()->set_marker("<!-- relay:summary -->");
+    r.mutable_comment()->set_body("<!-- relay:summary -->\n" + body);
+    return r;
+  };
+  ASSERT_EQ(Submit(comment("first")).get().kind, JobResult::Kind::kDone);
+  ASSERT_EQ(Submit(comment("second")).get().kind, JobResult::Kind::kDone);
+  calls = Control(bhttp::verb::get, "/_fake/calls").as_array();
+  int comment_posts = 0, comment_patches = 0;
+  for (const auto& c : calls) {
+    std::string e(c.at("endpoint").as_string());
+    comment_posts += e == "POST /repos/{owner}/{repo}/issues/{id}/comments";
+    comment_patches += e == "PATCH /repos/{owner}/{repo}/issues/comments/{id}";
+  }
+  EXPECT_EQ(comment_posts, 1);
+  EXPECT_EQ(comment_patches, 1);
+  // Without its marker in the body a comment is refused (it could never be found again).
+  auto bad = comment("x");
+  bad.mutable_comment()->set_body("no marker");
+  EXPECT_EQ(Submit(bad).get().kind, JobResult::Kind::kFailed);
+}
+
+TEST_F(SchedulerTest, AReRunOfARunningWorkflowIsANoOp) {
+  Control(bhttp::verb::post, "/_fake/config", R"({"running_runs":[42]})");
+  StartScheduler(SchedulerOptions{});
+  v1::GitHubRequest r;
+  r.set_id("rr");
+  r.set_repo("intel/l3");
+  r.mutable_rerun()->set_run_id(42);
+  EXPECT_EQ(Submit(r).get().kind, JobResult::Kind::kNoOp);
+  r.mutable_rerun()->set_run_id(43);
+  EXPECT_EQ(Submit(r).get().kind, JobResult::Kind::kDone);
+}
+
+}  // namespace
+}  // namespace relay::dispatch
