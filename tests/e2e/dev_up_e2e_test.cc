@@ -27,12 +27,18 @@ TEST(DevUpE2E, UpDrivesRealWebhooksIntoTheTopicStatusAndDown) {
   EXPECT_THAT(out, HasSubstr("HTTP 202: 329"));
   EXPECT_THAT(out, HasSubstr("(329 new)"));
   EXPECT_THAT(out, HasSubstr("pull_request"));
+  // relay-dispatch fanned the upstream's 12 relevant events (9 pull_request
+  // opened/reopened/synchronize/closed, 3 pushes) out to the 8 dev repos.
+  EXPECT_THAT(out, HasSubstr("fake GitHub received 96 repository_dispatch calls"));
+  EXPECT_THAT(out, HasSubstr("dev-org/l4-rocm"));
 
   std::string status;
   ASSERT_EQ(testing::RunCommand(root + "/tools/dev status", &status), 0) << status;
   EXPECT_THAT(status, HasSubstr("KAFKA_BOOTSTRAP=127.0.0.1:"));
   EXPECT_THAT(status, HasSubstr("CLICKHOUSE_URL=http://127.0.0.1:"));
   EXPECT_THAT(status, HasSubstr("WEBHOOK_SECRET="));
+  EXPECT_THAT(status, HasSubstr("GITHUB_API_URL=http://127.0.0.1:"));
+  EXPECT_THAT(status, HasSubstr("DISPATCH_URL=http://127.0.0.1:"));
   auto pos = status.find("INTAKE_URL=http://127.0.0.1:");
   ASSERT_NE(pos, std::string::npos) << status;
   uint16_t port = static_cast<uint16_t>(std::stoi(status.substr(pos + 28)));
@@ -43,6 +49,7 @@ TEST(DevUpE2E, UpDrivesRealWebhooksIntoTheTopicStatusAndDown) {
   ASSERT_EQ(testing::RunCommand(root + "/tools/dev up 2>&1", &out), 0) << out;
   EXPECT_THAT(out, HasSubstr("(329 new)"));
   EXPECT_THAT(out, HasSubstr("holds 658 records"));
+  EXPECT_THAT(out, HasSubstr("fake GitHub received 96 repository_dispatch calls"));
 
   ASSERT_EQ(testing::RunCommand(root + "/tools/dev down 2>&1"), 0);
   EXPECT_NE(testing::RunCommand(root + "/tools/dev status 2>/dev/null"), 0);
