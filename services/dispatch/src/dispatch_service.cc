@@ -154,6 +154,8 @@ class DispatchService final : public service::Service {
     co.group_id = s.group_id;
     co.client_id = s.kafka.client_id;
     co.topics = {s.topics.webhooks, s.topics.requests};
+    co.extra["session.timeout.ms"] = std::to_string(s.session_timeout.count());
+    co.extra["heartbeat.interval.ms"] = std::to_string(std::max<int64_t>(1000, s.session_timeout.count() / 3));
     co.on_assign = [this](const std::vector<TopicPartition>& tps) { return ledger_->Load(tps); };
     co.on_revoke = [this](const std::vector<TopicPartition>& tps) { Revoked(tps); };
     RELAY_ASSIGN_OR_RETURN(consumer_, runtime.factories().consumer(co, producer_.get(), &metrics));
@@ -444,6 +446,7 @@ absl::StatusOr<DispatchSettings> LoadSettings(Config& config, const service::Com
   DispatchSettings s;
   s.kafka = service::ReadProducerOptions(config, "relay-dispatch");
   s.group_id = config.String("kafka.group_id", "relay-dispatch");
+  s.session_timeout = config.Duration("kafka.session_timeout", 45s, 6s, 5min);
   s.api_url = config.String("github.api_url", "https://api.github.com");
   s.app_id = config.RequiredString("github.app_id");
   s.private_key_file = config.RequiredString("github.private_key_file");

@@ -30,6 +30,9 @@ struct Topics {
 struct DispatchSettings {
   kafka::ProducerOptions kafka;
   std::string group_id = "relay-dispatch";
+  // How long a member may go silent before its partitions move to another
+  // (librdkafka session.timeout.ms): the takeover time after a crash.
+  std::chrono::milliseconds session_timeout{45'000};
   Topics topics;
   std::string api_url = "https://api.github.com";
   std::string app_id;

@@ -1,0 +1,484 @@
+// relay-dispatch end to end on the real Kafka broker, against the fake
+// GitHub (its own process), fed with real @octokit/webhooks-examples
+// payloads wrapped as intake wraps them. Each test has its own upstream
+// repository name and consumer group, so tests sharing the broker and its
+// topics do not see each other's work.
+#include <signal.h>
+
+#include <atomic>
+#include <fstream>
+#include <future>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+
+#include <boost/json.hpp>
+
+#include "relay/auth/relay_token.h"
+#include "relay/github/webhook_signature.h"
+#include "relay/kafka/producer.h"
+#include "relay/v1/dispatch.pb.h"
+#include "relay/v1/github.pb.h"
+#include "relay/v1/webhook.pb.h"
+#include "support/http_client.h"
+#include "support/kafka_admin.h"
+#include "support/subprocess.h"
+#include "support/topic_reader.h"
+
+namespace relay {
+namespace {
+
+namespace json = boost::json;
+using testing::Env;
+using testing::HttpClient;
+using testing::ReadFile;
+using testing::Subprocess;
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+constexpr char kAppId[] = "29310";
+constexpr char kTokenKeys[] = "signing_key: it1\nkeys:\n  it1: dispatch-it-secret-0123456789-0123456789\n";
+
+struct Payload {
+  std::string event;
+  std::string body;
+};
+
+std::vector<Payload> LoadCorpus() {
+  std::string dir = Env("RELAY_IT_CORPUS");
+  std::ifstream manifest(dir + "/manifest.tsv");
+  std::vector<Payload> out;
+  std::string line;
+  while (std::getline(manifest, line)) {
+    std::istringstream fields(line);
+    std::string event, file;
+    std::getline(fields, event, '\t');
+    std::getline(fields, file, '\t');
+    out.push_back({event, ReadFile(dir + "/" + file)});
+  }
+  return out;
+}
+
+// The corpus payloads of one event and action (in corpus order).
+std::vector<Payload> Find(const std::vector<Payload>& corpus, const std::string& event, const std::string& action) {
+  std::vector<Payload> out;
+  for (const auto& p : corpus) {
+    if (p.event != event) continue;
+    boost::system::error_code ec;
+    auto v = json::parse(p.body, ec);
+    if (ec || !v.is_object()) continue;
+    auto* a = v.as_object().if_contains("action");
+    std::string got = a && a->is_string() ? std::string(a->as_string()) : "";
+    if (got == action) out.push_back(p);
+  }
+  return out;
+}
+
+std::string Unique() {
+  std::random_device rd;
+  return std::to_string(rd()) + std::to_string(rd() % 1000);
+}
+
+void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+// The fake GitHub, relay-dispatch's files and processes, and a producer
+// that writes github.webhooks records as intake would.
+class DispatchStack {
+ public:
+  explicit DispatchStack(const std::string& name) : dir_(Env("RELAY_IT_DIR") + "/dispatch-" + name + "-" + Unique()) {
+    testing::RunCommand("mkdir -p " + dir_);
+    upstream_ = "it-" + Unique() + "/upstream";
+    group_ = "it-dispatch-" + Unique();
+    // The App's key pair.
+    EVP_PKEY* pkey = EVP_RSA_gen(2048);
+    for (bool priv : {true, false}) {
+      BIO* bio = BIO_new(BIO_s_mem());
+      priv ? PEM_write_bio_PrivateKey(bio, pkey, nullptr, nullptr, 0, nullptr, nullptr) : PEM_write_bio_PUBKEY(bio, pkey);
+      char* data = nullptr;
+      long len = BIO_get_mem_data(bio, &data);
+      WriteFile(dir_ + (priv ? "/app.pem" : "/app.pub"), std::string(data, static_cast<size_t>(len)));
+      BIO_free(bio);
+    }
+    EVP_PKEY_free(pkey);
+    WriteFile(dir_ + "/keys.yaml", kTokenKeys);
+    fake_ = std::make_unique<Subprocess>(
+        std::vector<std::string>{Env("RELAY_IT_FAKE_GITHUB_BIN"), "--app-id", kAppId, "--public-key", dir_ + "/app.pub",
+                                 "--port-file", dir_ + "/github.port", "--record", dir_ + "/calls.jsonl"},
+        std::map<std::string, std::string>{}, dir_ + "/github.log");
+    EXPECT_TRUE(testing::WaitForFile(dir_ + "/github.port", 10s));
+    github_port_ = static_cast<uint16_t>(std::stoi(ReadFile(dir_ + "/github.port")));
+    kafka::ProducerOptions po;
+    po.bootstrap = testing::FixtureBootstrap();
+    producer_ = std::move(*kafka::NewKafkaProducer(po, nullptr));
+  }
+
+  void SetAllowlist(const std::string& yaml) { WriteFile(dir_ + "/allowlist.yaml", yaml); }
+
+  // Starts relay-dispatch #n; returns its HTTP port (0 on failure).
+  uint16_t StartDispatch(int n, std::map<std::string, std::string> env = {}) {
+    std::string port_file = dir_ + "/dispatch" + std::to_string(n) + ".port";
+    std::remove(port_file.c_str());
+    env.emplace("RELAY_HTTP_LISTEN", "127.0.0.1:0");
+    env.emplace("RELAY_HTTP_DRAIN_DELAY", "0s");
+    env.emplace("RELAY_KAFKA_BOOTSTRAP", testing::FixtureBootstrap());
+    env.emplace("RELAY_KAFKA_GROUP_ID", group_);
+    env.emplace("RELAY_GITHUB_API_URL", "http://127.0.0.1:" + std::to_string(github_port_));
+    env.emplace("RELAY_GITHUB_APP_ID", kAppId);
+    env.emplace("RELAY_GITHUB_PRIVATE_KEY_FILE", dir_ + "/app.pem");
+    env.emplace("RELAY_GITHUB_MAX_WRITES_PER_MINUTE", "1000000");
+    env.emplace("RELAY_ALLOWLIST_FILE", dir_ + "/allowlist.yaml");
+    env.emplace("RELAY_ALLOWLIST_RELOAD_INTERVAL", "200ms");
+    env.emplace("RELAY_TOKENS_KEYS_FILE", dir_ + "/keys.yaml");
+    env.emplace("RELAY_DISPATCH_UPSTREAM_REPO", upstream_);
+    env.emplace("RELAY_DISPATCH_BATCH_WAIT", "1s");
+    dispatch_[n] = std::make_unique<Subprocess>(
+        std::vector<std::string>{Env("RELAY_IT_DISPATCH_BIN"), "--port-file", port_file}, env,
+        dir_ + "/dispatch" + std::to_string(n) + ".log");
+    if (!testing::WaitForFile(port_file, 30s)) return 0;
+    return static_cast<uint16_t>(std::stoi(ReadFile(port_file)));
+  }
+  Subprocess& dispatch(int n) { return *dispatch_.at(n); }
+  std::string Log(int n) { return ReadFile(dir_ + "/dispatch" + std::to_string(n) + ".log"); }
+
+  // A webhook record as intake makes it, for this stack's upstream.
+  void Produce(const Payload& p, const std::string& delivery) {
+    v1::WebhookRecord r;
+    r.set_delivery_id(delivery);
+    r.set_event(p.event);
+    boost::system::error_code ec;
+    auto v = json::parse(p.body, ec);
+    if (!ec && v.is_object()) {
+      if (auto* a = v.as_object().if_contains("action"); a && a->is_string()) r.set_action(std::string(a->as_string()));
+    }
+    r.set_repository(upstream_);
+    r.set_body(p.body);
+    auto digest = github::Sha256(p.body);
+    r.set_body_sha256(digest.data(), digest.size());
+    r.set_content_type("application/json");
+    r.set_received_at_unix_ms(1);
+    auto acked = std::make_shared<std::promise<absl::Status>>();
+    pending_.push_back(acked->get_future());
+    producer_->Send(kafka::Record{"github.webhooks", upstream_, r.SerializeAsString(),
+                                  {{"relay-schema", "relay.v1.WebhookRecord"}, {"relay-delivery-id", delivery}}},
+                    [acked](absl::Status s) { acked->set_value(std::move(s)); });
+  }
+  void ProduceRaw(const std::string& topic, const std::string& value) {
+    auto acked = std::make_shared<std::promise<absl::Status>>();
+    pending_.push_back(acked->get_future());
+    producer_->Send(kafka::Record{topic, upstream_, value, {}}, [acked](absl::Status s) { acked->set_value(std::move(s)); });
+  }
+  void Flush() {
+    for (auto& f : pending_) ASSERT_TRUE(f.get().ok());
+    pending_.clear();
+  }
+
+  json::value Fake(const std::string& method, const std::string& path, const std::string& body = "") {
+    HttpClient client("127.0.0.1", github_port_);
+    auto r = method == "GET" ? client.Get(path) : client.Post(path, {{"Content-Type", "application/json"}}, body);
+    boost::system::error_code ec;
+    return json::parse(r.body, ec);
+  }
+  // Successful dispatch calls the fake recorded: (repo, body).
+  std::vector<json::object> Dispatches() {
+    std::vector<json::object> out;
+    json::value calls = Fake("GET", "/_fake/calls");
+    for (auto& c : calls.as_array()) {
+      auto& o = c.as_object();
+      if (o.at("endpoint").as_string() == "POST /repos/{owner}/{repo}/dispatches" && o.at("status").as_int64() == 204) {
+        out.push_back(o);
+      }
+    }
+    return out;
+  }
+  // Waits until at least `n` dispatches were received (and nothing arrives
+  // for `settle`), or `timeout`.
+  size_t WaitForDispatches(size_t n, std::chrono::milliseconds timeout, std::chrono::milliseconds settle = 1500ms) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    size_t last = 0;
+    auto since = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() < deadline) {
+      size_t now = static_cast<size_t>(Fake("GET", "/_fake/stats").at("dispatches").as_int64());
+      if (now != last) {
+        last = now;
+        since = std::chrono::steady_clock::now();
+      } else if (now >= n && std::chrono::steady_clock::now() - since >= settle) {
+        break;
+      }
+      std::this_thread::sleep_for(100ms);
+    }
+    return last;
+  }
+
+  const std::string& upstream() const { return upstream_; }
+  const std::string& dir() const { return dir_; }
+  std::string group() const { return group_; }
+  void set_group(std::string g) { group_ = std::move(g); }
+
+ private:
+  std::string dir_, upstream_, group_;
+  uint16_t github_port_ = 0;
+  std::unique_ptr<Subprocess> fake_;
+  std::map<int, std::unique_ptr<Subprocess>> dispatch_;
+  std::unique_ptr<kafka::Producer> producer_;
+  std::vector<std::future<absl::Status>> pending_;
+};
+
+constexpr char kFourLevels[] = R"(
+L1: [it-org/l1]
+L2: [it-org/l2]
+L3:
+  xpu:
+    it-org/l3: [oncall]
+L4:
+  - it-org/l4: "oncall"
+)";
+
+// Records of `topic` whose relay-delivery-id starts with `prefix`.
+std::vector<kafka::ConsumedRecord> TopicRecords(const std::string& topic, const std::string& prefix) {
+  std::string error;
+  auto all = testing::ReadTopic(testing::FixtureBootstrap(), topic, 60s, &error);
+  EXPECT_TRUE(error.empty()) << error;
+  std::vector<kafka::ConsumedRecord> out;
+  for (auto& r : all) {
+    const std::string* d = r.FindHeader("relay-delivery-id");
+    if (d && d->rfind(prefix, 0) == 0) out.push_back(std::move(r));
+  }
+  return out;
+}
+
+class DispatchIT : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(Env("RELAY_IT_KAFKA_DIR").empty()) << "run through ctest (fixtures start the broker)";
+    testing::RunCommand(Env("RELAY_ROOT") + "/tools/kafka/kafka-dev restart " + Env("RELAY_IT_KAFKA_DIR") + " >/dev/null 2>&1");
+    corpus_ = LoadCorpus();
+    ASSERT_GE(corpus_.size(), 300u);
+  }
+  std::vector<Payload> corpus_;
+};
+
+TEST_F(DispatchIT, RealPayloadsMakeExactlyTheExpectedCallsForEveryLevel) {
+  DispatchStack stack("calls");
+  stack.SetAllowlist(kFourLevels);
+  ASSERT_NE(stack.StartDispatch(1), 0) << stack.Log(1);
+  std::string run = "calls-" + Unique() + "-";
+  // Relevant: opened, synchronize, closed, push. Ignored: an issue, a
+  // labelled PR without a ciflow/crcr label, an edited PR.
+  auto opened = Find(corpus_, "pull_request", "opened").at(0);
+  auto sync = Find(corpus_, "pull_request", "synchronize").at(0);
+  auto closed = Find(corpus_, "pull_request", "closed").at(0);
+  Payload push;
+  for (const auto& p : Find(corpus_, "push", "")) {
+    if (p.body.find("\"deleted\": true") == std::string::npos && p.body.find("\"deleted\":true") == std::string::npos) {
+      push = p;
+      break;
+    }
+  }
+  ASSERT_FALSE(push.body.empty());
+  stack.Produce(opened, run + "opened");
+  stack.Produce(sync, run + "sync");
+  stack.Produce(closed, run + "closed");
+  stack.Produce(push, run + "push");
+  stack.Produce(Find(corpus_, "issues", "opened").at(0), run + "issue");
+  stack.Produce(Find(corpus_, "pull_request", "labeled").at(0), run + "labeled");
+  // A labelled PR with a ciflow/crcr label: the same real payload, label renamed.
+  Payload crcr = Find(corpus_, "pull_request", "labeled").at(0);
+  json::value doc = json::parse(crcr.body);
+  std::string old_label(doc.at("label").at("name").as_string());
+  doc.as_object()["label"].as_object()["name"] = "ciflow/crcr/xpu";
+  for (auto& l : doc.as_object()["pull_request"].as_object()["labels"].as_array()) {
+    if (l.at("name").as_string() == old_label) l.as_object()["name"] = "ciflow/crcr/xpu";
+  }
+  stack.Produce({"pull_request", json::serialize(doc)}, run + "crcr");
+  // check_run rerequested: a real one, on a relay check run of this app.
+  Payload rerun = Find(corpus_, "check_run", "rerequested").at(0);
+  json::value cr = json::parse(rerun.body);
+  cr.as_object()["check_run"].as_object()["name"] = "crcr/it-org/l3/ci/build";
+  cr.as_object()["check_run"].as_object()["external_id"] = "424242/1/build";
+  cr.as_object()["check_run"].as_object()["app"].as_object()["id"] = std::stoll(kAppId);
+  stack.Produce({"check_run", json::serialize(cr)}, run + "rerun");
+  stack.Flush();
+
+  EXPECT_EQ(stack.WaitForDispatches(16, 60s), 16u);
+  auto calls = stack.Dispatches();
+  std::map<std::string, std::set<std::string>> by_repo;  // repo -> delivery ids
+  auto keys = auth::RelayTokenKeys::Parse(kTokenKeys, "it");
+  for (const auto& c : calls) {
+    const auto& body = c.at("body").as_object();
+    const auto& cp = body.at("client_payload").as_object();
+    std::string repo(c.at("repo").as_string());
+    std::string delivery(cp.at("delivery_id").as_string());
+    by_repo[repo].insert(delivery);
+    EXPECT_EQ(body.at("event_type").as_string(), cp.at("event_type").as_string());
+    EXPECT_LE(cp.size(), 10u);
+    auto claims = keys->Verify(std::string(cp.at("relay_token").as_string()), std::time(nullptr));
+    ASSERT_TRUE(claims.ok()) << claims.status();
+    EXPECT_EQ(claims->repo, repo);
+    EXPECT_EQ(claims->delivery_id, delivery);
+    // The upstream payload itself, byte for byte as JSON.
+    const Payload& src = delivery == run + "opened" ? opened : delivery == run + "sync" ? sync
+                         : delivery == run + "closed" ? closed : push;
+    EXPECT_EQ(json::serialize(cp.at("payload")), json::serialize(json::parse(src.body))) << delivery;
+  }
+  std::set<std::string> want = {run + "opened", run + "sync", run + "closed", run + "push"};
+  for (const char* repo : {"it-org/l1", "it-org/l2", "it-org/l3", "it-org/l4"}) {
+    EXPECT_EQ(by_repo[repo], want) << repo;
+  }
+  // The re-run, once, on the downstream repo behind the check run.
+  int reruns = 0;
+  json::value all_calls = stack.Fake("GET", "/_fake/calls");
+  for (auto& c : all_calls.as_array()) {
+    if (c.at("path").as_string() == "/repos/it-org/l3/actions/runs/424242/rerun-failed-jobs") ++reruns;
+  }
+  EXPECT_EQ(reruns, 1);
+  // Records: a dispatch record per (delivery, repo) with its level, a label
+  // fact for the crcr label, an outcome per write.
+  auto dispatched = TopicRecords("relay.dispatches", run);
+  EXPECT_EQ(dispatched.size(), 16u);
+  for (const auto& r : dispatched) {
+    v1::DispatchRecord d;
+    ASSERT_TRUE(d.ParseFromString(r.value));
+    EXPECT_EQ(d.upstream_repo(), stack.upstream());
+    EXPECT_EQ(d.level(), d.downstream_repo().back() - '0');
+    EXPECT_GT(d.dispatched_at_unix_ms(), 0);
+    EXPECT_EQ(d.token_key_id(), "it1");
+  }
+  // The label fact is state (a compacted topic keyed by PR): a batch that
+  // came again may have published it again, the same.
+  auto labels = TopicRecords("relay.pr_labels", run);
+  ASSERT_GE(labels.size(), 1u);
+  for (const auto& l : labels) {
+    v1::PullRequestLabels facts;
+    ASSERT_TRUE(facts.ParseFromString(l.value));
+    EXPECT_EQ(facts.delivery_id(), run + "crcr");
+    ASSERT_EQ(facts.crcr_devices_size(), 1);
+    EXPECT_EQ(facts.crcr_devices(0), "xpu");
+  }
+  EXPECT_EQ(TopicRecords("github.outcomes", run).size(), 17u);  // 16 dispatches + 1 re-run
+}
+
+TEST_F(DispatchIT, AnOversizePayloadIsSlimmedUnder64KB) {
+  DispatchStack stack("slim");
+  stack.SetAllowlist("L2: [it-org/big]\n");
+  ASSERT_NE(stack.StartDispatch(1), 0) << stack.Log(1);
+  Payload opened = Find(corpus_, "pull_request", "opened").at(0);
+  json::value doc = json::parse(opened.body);
+  doc.as_object()["pull_request"].as_object()["body"] = std::string(200'000, 'x');
+  std::string run = "slim-" + Unique();
+  stack.Produce({"pull_request", json::serialize(doc)}, run);
+  stack.Flush();
+  ASSERT_EQ(stack.WaitForDispatches(1, 30s), 1u);
+  auto call = stack.Dispatches().at(0);
+  std::string body = json::serialize(call.at("body"));
+  EXPECT_LT(body.size(), 64u * 1024);
+  const auto& cp = call.at("body").at("client_payload").as_object();
+  EXPECT_TRUE(cp.at("slimmed").as_bool());
+  EXPECT_EQ(cp.at("payload").at("pull_request").at("head").at("sha"), doc.at("pull_request").at("head").at("sha"));
+  EXPECT_EQ(cp.at("payload").at("number"), doc.at("number"));
+  auto records = TopicRecords("relay.dispatches", run);
+  ASSERT_EQ(records.size(), 1u);
+  v1::DispatchRecord d;
+  ASSERT_TRUE(d.ParseFromString(records[0].value));
+  EXPECT_TRUE(d.slimmed());
+}
+
+TEST_F(DispatchIT, TheAllowlistReloadsWithoutARestartAndABadFileIsRefused) {
+  DispatchStack stack("reload");
+  stack.SetAllowlist("L1: [it-org/first]\n");
+  uint16_t port = stack.StartDispatch(1);
+  ASSERT_NE(port, 0) << stack.Log(1);
+  Payload push;
+  for (const auto& p : Find(corpus_, "push", "")) {
+    if (p.body.find("\"deleted\": false") != std::string::npos || p.body.find("\"deleted\":false") != std::string::npos) push = p;
+  }
+  ASSERT_FALSE(push.body.empty());
+  std::string run = "reload-" + Unique() + "-";
+  stack.Produce(push, run + "1");
+  stack.Flush();
+  ASSERT_EQ(stack.WaitForDispatches(1, 30s), 1u);
+  auto metric = [&](const std::string& name) {
+    std::string m = HttpClient("127.0.0.1", port).Get("/metrics").body;
+    auto at = m.find(name + " ");
+    return at == std::string::npos ? -1.0 : std::stod(m.substr(at + name.size() + 1));
+  };
+  // A new repo at L4: picked up while running.
+  stack.SetAllowlist("L1: [it-org/first]\nL4: [it-org/added]\n");
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (metric("relay_allowlist_repos{level=\"L4\"}") != 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+  }
+  stack.Produce(push, run + "2");
+  stack.Flush();
+  ASSERT_EQ(stack.WaitForDispatches(3, 30s), 3u);
+  // A bad file (a repo twice) is refused: the last good one stays.
+  stack.SetAllowlist("L1: [it-org/first]\nL4: [it-org/first]\n");
+  deadline = std::chrono::steady_clock::now() + 10s;
+  while (metric("relay_allowlist_reloads_total{result=\"refused\"}") < 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(metric("relay_allowlist_reloads_total{result=\"refused\"}"), 1);
+  EXPECT_THAT(stack.Log(1), HasSubstr("allowlist change refused"));
+  stack.Produce(push, run + "3");
+  stack.Flush();
+  ASSERT_EQ(stack.WaitForDispatches(5, 30s), 5u);
+  std::map<std::string, int> per_repo;
+  for (const auto& c : stack.Dispatches()) per_repo[std::string(c.at("repo").as_string())]++;
+  EXPECT_EQ(per_repo["it-org/first"], 3);
+  EXPECT_EQ(per_repo["it-org/added"], 2);
+}
+
+TEST_F(DispatchIT, PermanentFailuresAreDeadLetteredWithTheReasonAndTransientOnesRetried) {
+  DispatchStack stack("errors");
+  stack.SetAllowlist("L2: [it-org/ok, it-org/gone, it-org/bad, it-org/flaky]\n");
+  stack.Fake("POST", "/_fake/config", R"({"not_installed":["it-org/gone"]})");
+  stack.Fake("POST", "/_fake/faults", R"({"path":"/repos/it-org/bad/dispatches","status":422,"count":-1,"message":"Invalid request"})");
+  stack.Fake("POST", "/_fake/faults", R"({"path":"/repos/it-org/flaky/dispatches","status":502,"count":2})");
+  ASSERT_NE(stack.StartDispatch(1), 0) << stack.Log(1);
+  std::string run = "errors-" + Unique();
+  stack.Produce(Find(corpus_, "pull_request", "opened").at(0), run);
+  stack.Flush();
+  ASSERT_EQ(stack.WaitForDispatches(2, 60s, 3s), 2u);  // ok, and flaky after two 502s
+  auto dead = TopicRecords("github.requests.dlq", run);
+  std::map<std::string, std::string> reason;
+  for (const auto& r : dead) {
+    v1::GitHubRequest req;
+    ASSERT_TRUE(req.ParseFromString(r.value));
+    reason[req.repo()] = *r.FindHeader("relay-dlq-reason");
+  }
+  ASSERT_EQ(reason.size(), 2u);
+  EXPECT_THAT(reason["it-org/gone"], HasSubstr("not installed"));
+  EXPECT_THAT(reason["it-org/bad"], HasSubstr("HTTP 422"));
+  int flaky_attempts = 0;
+  for (const auto& r : TopicRecords("github.outcomes", run)) {
+    v1::GitHubOutcome o;
+    ASSERT_TRUE(o.ParseFromString(r.value));
+    if (o.repo() == "it-org/flaky") flaky_attempts = o.attempts();
+  }
+  EXPECT_EQ(flaky_attempts, 3);
+}
+
+TEST_F(DispatchIT, NoExamplePayloadCrashesIt) {
+  DispatchStack stack("corpus");
+  stack.SetAllowlist(kFourLevels);
+  uint16_t port = stack.StartDispatch(1);
+  ASSERT_NE(port, 0) << stack.Log(1);
+  std::string run = "corpus-" + Unique() + "-";
+  for (size_t i = 0; i < corpus_.size(); ++i) stack.Produce(corpus_[i], run + std::to_string(i));
+  stack.ProduceRaw("github.requests", "not a record at all");
+  stack.Flush();
+  stack.WaitForDispatches(4, 60s, 3s);
+  EXPECT_TRUE(stack.dispatch(1).Running());
+  EXPECT_EQ(HttpClient("127.0.0.1", port).Get("/readyz").status, 200);
+  std::string m = HttpClient("127.0.0.1", port).Get("/metrics").body;
+  EXPECT_THAT(m, HasSubstr("relay_dispatch_events_total{event=\"issues\",outcome=\"ignored\"}"));
+}
+
+}  // namespace
+}  // namespace relay
