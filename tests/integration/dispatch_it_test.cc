@@ -5,8 +5,10 @@
 // topics do not see each other's work.
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <iostream>
 #include <future>
 #include <map>
 #include <random>
@@ -86,7 +88,18 @@ std::string Unique() {
   return std::to_string(rd()) + std::to_string(rd() % 1000);
 }
 
-void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+void WriteFile(const std::string& path, const std::string& text) {
+  // Whole or not at all: a reloading reader must never see half a file.
+  std::ofstream(path + ".tmp") << text;
+  std::rename((path + ".tmp").c_str(), path.c_str());
+}
+
+// A sample's value from a service's /metrics (0 when absent).
+double Metric(uint16_t port, const std::string& name) {
+  std::string m = "\n" + HttpClient("127.0.0.1", port).Get("/metrics").body;
+  auto at = m.find("\n" + name + " ");
+  return at == std::string::npos ? 0 : std::stod(m.substr(at + name.size() + 2));
+}
 
 // The fake GitHub, relay-dispatch's files and processes, and a producer
 // that writes github.webhooks records as intake would.
@@ -403,11 +416,7 @@ TEST_F(DispatchIT, TheAllowlistReloadsWithoutARestartAndABadFileIsRefused) {
   stack.Produce(push, run + "1");
   stack.Flush();
   ASSERT_EQ(stack.WaitForDispatches(1, 30s), 1u);
-  auto metric = [&](const std::string& name) {
-    std::string m = HttpClient("127.0.0.1", port).Get("/metrics").body;
-    auto at = m.find(name + " ");
-    return at == std::string::npos ? -1.0 : std::stod(m.substr(at + name.size() + 1));
-  };
+  auto metric = [&](const std::string& name) { return Metric(port, name); };
   // A new repo at L4: picked up while running.
   stack.SetAllowlist("L1: [it-org/first]\nL4: [it-org/added]\n");
   auto deadline = std::chrono::steady_clock::now() + 10s;
@@ -416,7 +425,11 @@ TEST_F(DispatchIT, TheAllowlistReloadsWithoutARestartAndABadFileIsRefused) {
   }
   stack.Produce(push, run + "2");
   stack.Flush();
-  ASSERT_EQ(stack.WaitForDispatches(3, 30s), 3u);
+  ASSERT_EQ(stack.WaitForDispatches(3, 30s), 3u) << [&] {
+    std::string seen;
+    for (const auto& c : stack.Dispatches()) seen += json::serialize(c) .substr(0, 300) + "\n";
+    return seen;
+  }();
   // A bad file (a repo twice) is refused: the last good one stays.
   stack.SetAllowlist("L1: [it-org/first]\nL4: [it-org/first]\n");
   deadline = std::chrono::steady_clock::now() + 10s;
@@ -429,9 +442,13 @@ TEST_F(DispatchIT, TheAllowlistReloadsWithoutARestartAndABadFileIsRefused) {
   stack.Flush();
   ASSERT_EQ(stack.WaitForDispatches(5, 30s), 5u);
   std::map<std::string, int> per_repo;
-  for (const auto& c : stack.Dispatches()) per_repo[std::string(c.at("repo").as_string())]++;
-  EXPECT_EQ(per_repo["it-org/first"], 3);
-  EXPECT_EQ(per_repo["it-org/added"], 2);
+  std::string seen;
+  for (const auto& c : stack.Dispatches()) {
+    per_repo[std::string(c.at("repo").as_string())]++;
+    seen += std::string(c.at("repo").as_string()) + " " + json::serialize(c.at("body").at("client_payload").at("delivery_id")) + "; ";
+  }
+  EXPECT_EQ(per_repo["it-org/first"], 3) << seen;
+  EXPECT_EQ(per_repo["it-org/added"], 2) << seen;
 }
 
 TEST_F(DispatchIT, PermanentFailuresAreDeadLetteredWithTheReasonAndTransientOnesRetried) {
@@ -478,6 +495,193 @@ TEST_F(DispatchIT, NoExamplePayloadCrashesIt) {
   EXPECT_EQ(HttpClient("127.0.0.1", port).Get("/readyz").status, 200);
   std::string m = HttpClient("127.0.0.1", port).Get("/metrics").body;
   EXPECT_THAT(m, HasSubstr("relay_dispatch_events_total{event=\"issues\",outcome=\"ignored\"}"));
+}
+
+// What the fake recorded of each dispatch call.
+struct Call {
+  std::string key, repo, delivery;
+  int64_t t0 = 0, t1 = 0;
+  int status = 0;
+};
+
+std::vector<Call> DispatchCalls(DispatchStack& stack) {
+  std::vector<Call> out;
+  json::value calls = stack.Fake("GET", "/_fake/calls?brief=1");
+  for (auto& c : calls.as_array()) {
+    const auto& o = c.as_object();
+    if (o.at("endpoint").as_string() != "POST /repos/{owner}/{repo}/dispatches") continue;
+    Call call;
+    call.key = o.contains("idempotency_key") ? std::string(o.at("idempotency_key").as_string()) : "";
+    call.repo = std::string(o.at("repo").as_string());
+    call.delivery = std::string(o.at("body").at("client_payload").at("delivery_id").as_string());
+    call.t0 = o.at("t0").as_int64();
+    call.t1 = o.at("t1").as_int64();
+    call.status = static_cast<int>(o.at("status").as_int64());
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+
+// Checks a crash's aftermath: every (delivery, repo) dispatched, and only
+// calls in flight at the kill made again, with the same id. A call counts
+// as in flight when the fake had started it by the kill and answered it no
+// earlier than `margin` before the kill (its result may not have been
+// durable yet: the ledger's DONE is written after the answer).
+void ExpectOnlyInFlightCallsRepeated(const std::vector<Call>& calls, size_t want_pairs, int64_t kill_ms,
+                                     int64_t margin_ms, double relay_repeats) {
+  std::map<std::string, std::vector<const Call*>> by_key;
+  std::set<std::pair<std::string, std::string>> pairs;
+  for (const auto& c : calls) {
+    if (c.status == 204) pairs.insert({c.delivery, c.repo});
+    by_key[c.key].push_back(&c);
+  }
+  EXPECT_EQ(pairs.size(), want_pairs) << "some (delivery, repo) never dispatched";
+  int in_flight = 0;
+  for (const auto& c : calls) in_flight += c.t0 <= kill_ms && c.t1 + margin_ms >= kill_ms;
+  int repeats = 0;
+  for (const auto& [key, list] : by_key) {
+    if (list.size() < 2) continue;
+    repeats += static_cast<int>(list.size()) - 1;
+    // One id, one (delivery, repo); the earlier call was in flight at the kill.
+    for (const Call* c : list) {
+      EXPECT_EQ(c->delivery, list[0]->delivery);
+      EXPECT_EQ(c->repo, list[0]->repo);
+    }
+    const Call* first = *std::min_element(list.begin(), list.end(), [](const Call* a, const Call* b) { return a->t0 < b->t0; });
+    EXPECT_TRUE(first->t0 <= kill_ms && first->t1 + margin_ms >= kill_ms)
+        << key << " repeated, but its first call ended " << kill_ms - first->t1 << " ms before the kill";
+  }
+  EXPECT_LE(repeats, in_flight);
+  EXPECT_GE(relay_repeats, repeats) << "the relay counted fewer repeats than the fake saw";
+  std::cout << "calls in flight at the kill: " << in_flight << ", repeated: " << repeats
+            << ", repeats the relay counted: " << relay_repeats << std::endl;
+  ::testing::Test::RecordProperty("in_flight_at_kill", in_flight);
+  ::testing::Test::RecordProperty("repeats", repeats);
+}
+
+constexpr char kTenRepos[] = "L2: [it-org/r0, it-org/r1, it-org/r2, it-org/r3, it-org/r4, it-org/r5, it-org/r6, it-org/r7, it-org/r8, it-org/r9]\n";
+
+Payload APush(const std::vector<Payload>& corpus) {
+  for (const auto& p : Find(corpus, "push", "")) {
+    if (p.body.find("\"deleted\": false") != std::string::npos || p.body.find("\"deleted\":false") != std::string::npos) return p;
+  }
+  return {};
+}
+
+TEST_F(DispatchIT, KilledMidFanOutRestartedEverythingDispatchedOnlyInFlightCallsRepeatedReplaySendsNothing) {
+  DispatchStack stack("crash");
+  stack.SetAllowlist(kTenRepos);
+  // 5 ms a call, and a primary limit above the 10,000 calls (GitHub's
+  // default 5,000 an hour would hold the rest for an hour, as it should).
+  stack.Fake("POST", "/_fake/config", R"({"latency_ms":5,"rate_limit":{"limit":1000000,"window_seconds":3600}})");
+  ASSERT_NE(stack.StartDispatch(1), 0) << stack.Log(1);
+  Payload push = APush(corpus_);
+  ASSERT_FALSE(push.body.empty());
+  std::string run = "crash-" + Unique() + "-";
+  for (int i = 0; i < 1000; ++i) stack.Produce(push, run + std::to_string(i));
+  stack.Flush();
+  // SIGKILL about a third of the way through the 10,000 dispatches.
+  auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (stack.Fake("GET", "/_fake/stats").at("dispatches").as_int64() < 3000 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  int64_t kill_ms = NowMs();
+  stack.dispatch(1).Signal(SIGKILL);
+  stack.dispatch(1).Wait(10s);
+  int64_t at_kill = stack.Fake("GET", "/_fake/stats").at("dispatches").as_int64();
+  ASSERT_GE(at_kill, 3000);
+  ASSERT_LT(at_kill, 10000) << "the fan-out finished before the kill";
+  uint16_t port = stack.StartDispatch(2);
+  ASSERT_NE(port, 0) << stack.Log(2);
+  stack.WaitForDispatches(10000, 180s, 3s);
+  auto calls = DispatchCalls(stack);
+  ExpectOnlyInFlightCallsRepeated(calls, 10000, kill_ms, 250, Metric(port, "relay_dispatch_repeats_total"));
+
+  // An operator replays github.webhooks from the start (a new group reads
+  // everything): the ledger says it is all done; nothing new is sent.
+  stack.dispatch(2).Signal(SIGTERM);
+  EXPECT_EQ(stack.dispatch(2).Wait(60s), 0);
+  size_t before = calls.size();
+  stack.set_group("it-replay-" + Unique());
+  uint16_t replay = stack.StartDispatch(3);
+  ASSERT_NE(replay, 0) << stack.Log(3);
+  deadline = std::chrono::steady_clock::now() + 120s;
+  while (Metric(replay, "relay_dispatch_replays_skipped_total") < 10000 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_GE(Metric(replay, "relay_dispatch_replays_skipped_total"), 10000);
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(DispatchCalls(stack).size(), before) << "the replay sent dispatches again";
+}
+
+TEST_F(DispatchIT, TwoInstancesOneKilledTheOtherTakesOverWithoutLossOrRepeatsBeyondInFlight) {
+  DispatchStack stack("pair");
+  stack.SetAllowlist(kTenRepos);
+  // 5 ms a call, and a primary limit above the 10,000 calls (GitHub's
+  // default 5,000 an hour would hold the rest for an hour, as it should).
+  stack.Fake("POST", "/_fake/config", R"({"latency_ms":5,"rate_limit":{"limit":1000000,"window_seconds":3600}})");
+  std::map<std::string, std::string> env = {{"RELAY_KAFKA_SESSION_TIMEOUT", "6s"}};
+  uint16_t p1 = stack.StartDispatch(1, env), p2 = stack.StartDispatch(2, env);
+  ASSERT_NE(p1, 0) << stack.Log(1);
+  ASSERT_NE(p2, 0) << stack.Log(2);
+  // Both are members before the work arrives.
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  auto assigned = [&](int n) { return stack.Log(n).find("partitions assigned") != std::string::npos; };
+  while (!(assigned(1) && assigned(2)) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(100ms);
+  Payload push = APush(corpus_);
+  std::string run = "pair-" + Unique() + "-";
+  for (int i = 0; i < 500; ++i) stack.Produce(push, run + std::to_string(i));
+  stack.Flush();
+  while (stack.Fake("GET", "/_fake/stats").at("dispatches").as_int64() < 1500 && std::chrono::steady_clock::now() < deadline + 60s) {
+    std::this_thread::sleep_for(20ms);
+  }
+  // The records share a key, so one member owns their partition: kill that one.
+  int owner = Metric(p1, "relay_dispatch_dispatches_total{level=\"L2\"}") > 0 ? 1 : 2;
+  int64_t kill_ms = NowMs();
+  stack.dispatch(owner).Signal(SIGKILL);
+  stack.dispatch(owner).Wait(10s);
+  ASSERT_LT(stack.Fake("GET", "/_fake/stats").at("dispatches").as_int64(), 5000) << "finished before the kill";
+  uint16_t survivor = owner == 1 ? p2 : p1;
+  stack.WaitForDispatches(5000, 180s, 3s);
+  ExpectOnlyInFlightCallsRepeated(DispatchCalls(stack), 5000, kill_ms, 250,
+                                  Metric(survivor, "relay_dispatch_repeats_total"));
+}
+
+TEST_F(DispatchIT, TheBudgetHoldsUnderTenTimesTheLoadAndL4GoesFirst) {
+  DispatchStack stack("budget");
+  stack.SetAllowlist("L1: [it-org/a1, it-org/a2, it-org/a3, it-org/a4, it-org/a5]\n"
+                     "L4: [it-org/z1, it-org/z2, it-org/z3, it-org/z4, it-org/z5]\n");
+  // GitHub's side: 20 writes a second, 70 calls an installation per 3 s.
+  stack.Fake("POST", "/_fake/config", R"({"content_limit":{"per_window":20,"window_seconds":1},"rate_limit":{"limit":70,"window_seconds":3}})");
+  // Three secondary-limit answers on the way, each asking for a second.
+  stack.Fake("POST", "/_fake/faults", R"({"path":"/repos/it-org/a3/dispatches","status":429,"count":3,"retry_after":1})");
+  Payload push = APush(corpus_);
+  std::string run = "budget-" + Unique() + "-";
+  // 20 events x 10 repos = 200 writes offered at once: ten times what one
+  // window allows. They arrive before dispatch starts, so L1 and L4 work is
+  // queued together.
+  for (int i = 0; i < 20; ++i) stack.Produce(push, run + std::to_string(i));
+  stack.Flush();
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_NE(stack.StartDispatch(1, {{"RELAY_GITHUB_MAX_WRITES_PER_MINUTE", "20"}, {"RELAY_GITHUB_WRITE_WINDOW", "1s"}}), 0)
+      << stack.Log(1);
+  EXPECT_EQ(stack.WaitForDispatches(200, 120s, 3s), 200u);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 9s) << "200 writes at 20 a second";
+  auto stats = stack.Fake("GET", "/_fake/stats");
+  EXPECT_EQ(stats.at("breaches").at("secondary").as_int64(), 0);
+  EXPECT_EQ(stats.at("breaches").at("primary").as_int64(), 0);
+  auto calls = DispatchCalls(stack);
+  std::sort(calls.begin(), calls.end(), [](const Call& a, const Call& b) { return a.t0 < b.t0; });
+  int l1_in_first_half = 0;
+  for (size_t i = 0; i < 100 && i < calls.size(); ++i) l1_in_first_half += calls[i].repo.find("/a") != std::string::npos;
+  // Apart from what the workers held before the L4 work was queued, L4 first.
+  EXPECT_LE(l1_in_first_half, 8);
 }
 
 }  // namespace

@@ -126,7 +126,9 @@ class FakeImpl final : public FakeGitHub {
     router_.Add(bhttp::verb::post, "/_fake/faults", [this](http::Request&& r, http::Responder s) { AddFault(r, s); },
                 1 << 20);
     router_.Add(bhttp::verb::get, "/_fake/stats", [this](http::Request&&, http::Responder s) { Stats(s); });
-    router_.Add(bhttp::verb::get, "/_fake/calls", [this](http::Request&&, http::Responder s) { Calls(s); });
+    router_.Add(bhttp::verb::get, "/_fake/calls", [this](http::Request&& r, http::Responder s) {
+      Calls(s, std::string_view(r.target()).find("brief=1") != std::string_view::npos);
+    });
     router_.Add(bhttp::verb::post, "/_fake/reset", [this](http::Request&&, http::Responder s) { Reset(s); });
     http::ServerOptions so;
     so.host = options_.host;
@@ -243,11 +245,22 @@ class FakeImpl final : public FakeGitHub {
                                   {"token_fetches", token_fetches_}}));
   }
 
-  void Calls(http::Responder& s) {
+  // ?brief=1 leaves out the upstream payloads dispatches carry (a test of
+  // ten thousand dispatches would otherwise fetch hundreds of MB).
+  void Calls(http::Responder& s, bool brief) {
     std::lock_guard lock(mu_);
     if (record_) std::fflush(record_);
     json::array all;
-    for (const auto& c : calls_) all.push_back(c);
+    for (const auto& c : calls_) {
+      all.push_back(c);
+      if (!brief) continue;
+      auto& o = all.back().as_object();
+      if (auto* body = o.if_contains("body"); body && body->is_object()) {
+        if (auto* cp = body->as_object().if_contains("client_payload"); cp && cp->is_object()) {
+          cp->as_object().erase("payload");
+        }
+      }
+    }
     s.Send(Json(200, all));
   }
 

@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/ascii.h"
 #include "prometheus/counter.h"
@@ -154,6 +155,10 @@ class DispatchService final : public service::Service {
     co.group_id = s.group_id;
     co.client_id = s.kafka.client_id;
     co.topics = {s.topics.webhooks, s.topics.requests};
+    // A batch waits batch_wait for its writes before it is retried: the
+    // consumer's own backoff on top of that stays short.
+    co.retry_backoff_min = 100ms;
+    co.retry_backoff_max = 1s;
     co.extra["session.timeout.ms"] = std::to_string(s.session_timeout.count());
     co.extra["heartbeat.interval.ms"] = std::to_string(std::max<int64_t>(1000, s.session_timeout.count() / 3));
     co.on_assign = [this](const std::vector<TopicPartition>& tps) { return ledger_->Load(tps); };
@@ -199,40 +204,22 @@ class DispatchService final : public service::Service {
     for (size_t i = 0; i < batch.records().size(); ++i) {
       const kafka::ConsumedRecord& rec = batch.records()[i];
       TopicPartition input{rec.topic, rec.partition};
-      std::vector<v1::GitHubRequest> requests;
-      if (rec.topic == settings_.topics.webhooks) {
-        v1::WebhookRecord webhook;
-        if (!webhook.ParseFromString(rec.value)) {
-          events_.Add({{"event", "undecodable"}, {"outcome", "poison"}}).Increment();
-          batch.Reject(i, "not a relay.v1.WebhookRecord");
+      Position where{rec.topic, rec.partition, rec.offset};
+      // A record of a batch that comes again keeps the plan it got the
+      // first time: an allowlist reloaded in between must not widen or
+      // narrow a fan-out already under way.
+      auto cached = planned_.find(where);
+      if (cached == planned_.end()) {
+        auto planned = PlanRecord(rec, *list);
+        if (!planned.ok()) {
+          batch.Reject(i, std::string(planned.status().message()));
           continue;
         }
-        auto plan = PlanWebhook(webhook, *list, *keys_, settings_.planner, clock_->UnixMillis());
-        if (!plan.ok()) {
-          events_.Add({{"event", webhook.event()}, {"outcome", "poison"}}).Increment();
-          batch.Reject(i, std::string(plan.status().message()));
-          continue;
-        }
-        events_.Add({{"event", webhook.event()}, {"outcome", plan->ignored.empty() ? "relayed" : "ignored"}})
-            .Increment();
-        requests = std::move(plan->requests);
-        if (plan->labels) {
-          const auto& l = *plan->labels;
-          facts.push_back(kafka::Record{settings_.topics.labels, l.upstream_repo() + "#" + std::to_string(l.number()),
-                                        l.SerializeAsString(),
-                                        {{"relay-schema", "relay.v1.PullRequestLabels"},
-                                         {"relay-delivery-id", l.delivery_id()}}});
-        }
-      } else {
-        v1::GitHubRequest request;
-        if (!request.ParseFromString(rec.value) || request.id().empty() ||
-            request.repo().find('/') == std::string::npos ||
-            request.call_case() == v1::GitHubRequest::CALL_NOT_SET) {
-          batch.Reject(i, "not a usable relay.v1.GitHubRequest (id, owner/name repo and a call are required)");
-          continue;
-        }
-        requests.push_back(std::move(request));
+        cached = planned_.emplace(where, std::move(*planned)).first;
       }
+      const RecordPlan& plan = cached->second;
+      if (plan.labels) facts.push_back(*plan.labels);
+      std::vector<v1::GitHubRequest> requests = plan.requests;
       for (auto& request : requests) {
         auto state = ledger_->Get(input, request.id());
         if (state == v1::LedgerEntry::DONE || state == v1::LedgerEntry::FAILED) {
@@ -258,7 +245,45 @@ class DispatchService final : public service::Service {
       return absl::UnavailableError(std::to_string(pending) + " GitHub writes still in progress, " +
                                     std::to_string(unrecorded) + " not recorded; the batch comes again");
     }
+    for (const auto& rec : batch.records()) planned_.erase({rec.topic, rec.partition, rec.offset});
     return absl::OkStatus();
+  }
+
+  // The writes and facts one input record asks for; an error is poison.
+  struct RecordPlan {
+    std::vector<v1::GitHubRequest> requests;
+    std::optional<kafka::Record> labels;
+  };
+  absl::StatusOr<RecordPlan> PlanRecord(const kafka::ConsumedRecord& rec, const allowlist::Allowlist& list) {
+    RecordPlan out;
+    if (rec.topic == settings_.topics.webhooks) {
+      v1::WebhookRecord webhook;
+      if (!webhook.ParseFromString(rec.value)) {
+        events_.Add({{"event", "undecodable"}, {"outcome", "poison"}}).Increment();
+        return absl::InvalidArgumentError("not a relay.v1.WebhookRecord");
+      }
+      auto plan = PlanWebhook(webhook, list, *keys_, settings_.planner, clock_->UnixMillis());
+      if (!plan.ok()) {
+        events_.Add({{"event", webhook.event()}, {"outcome", "poison"}}).Increment();
+        return plan.status();
+      }
+      events_.Add({{"event", webhook.event()}, {"outcome", plan->ignored.empty() ? "relayed" : "ignored"}}).Increment();
+      out.requests = std::move(plan->requests);
+      if (plan->labels) {
+        const auto& l = *plan->labels;
+        out.labels = kafka::Record{settings_.topics.labels, l.upstream_repo() + "#" + std::to_string(l.number()),
+                                   l.SerializeAsString(),
+                                   {{"relay-schema", "relay.v1.PullRequestLabels"}, {"relay-delivery-id", l.delivery_id()}}};
+      }
+      return out;
+    }
+    v1::GitHubRequest request;
+    if (!request.ParseFromString(rec.value) || request.id().empty() || request.repo().find('/') == std::string::npos ||
+        request.call_case() == v1::GitHubRequest::CALL_NOT_SET) {
+      return absl::InvalidArgumentError("not a usable relay.v1.GitHubRequest (id, owner/name repo and a call are required)");
+    }
+    out.requests.push_back(std::move(request));
+    return out;
   }
 
   std::shared_ptr<InFlight> Track(const TopicPartition& input, v1::GitHubRequest request, bool repeated) {
@@ -297,6 +322,10 @@ class DispatchService final : public service::Service {
       (void)job->WaitUntil(deadline, &recorded);
     }
     ledger_->Drop(tps);
+    for (auto it = planned_.begin(); it != planned_.end();) {
+      TopicPartition tp{std::get<0>(it->first), std::get<1>(it->first)};
+      it = std::find(tps.begin(), tps.end(), tp) != tps.end() ? planned_.erase(it) : std::next(it);
+    }
   }
 
   // Just before a write goes out.
@@ -438,6 +467,9 @@ class DispatchService final : public service::Service {
   std::atomic<bool> stopped_{false};
   std::mutex in_flight_mu_;
   std::map<std::string, std::shared_ptr<InFlight>> in_flight_;
+  // Plans of records whose batch is not stored yet (consuming thread only).
+  using Position = std::tuple<std::string, int32_t, int64_t>;
+  std::map<Position, RecordPlan> planned_;
 };
 
 }  // namespace
