@@ -174,7 +174,7 @@ class DispatchService final : public service::Service {
 
     kafka::BatchOptions batches;
     batches.max_records = s.batch_records;
-    batches.max_wait = 20ms;  // plan soon: a dispatch's latency starts at the webhook
+    batches.max_wait = 5ms;  // plan soon: a dispatch's latency starts at the webhook
     consumer_thread_ = std::thread([this, batches] {
       absl::Status ended = consumer_->RunBatches(batches, [this](kafka::Batch& b) { return HandleBatch(b); });
       if (!ended.ok()) log::Error("consumer stopped", {{"error", std::string(ended.message())}});
@@ -189,10 +189,16 @@ class DispatchService final : public service::Service {
   }
 
   void Stop() {
-    if (stopped_.exchange(true)) return;
+    if (stopping_.exchange(true)) return;
     if (consumer_) consumer_->Stop();
     if (consumer_thread_.joinable()) consumer_thread_.join();
     if (scheduler_) scheduler_->Stop();
+    // Results of the last writes are recorded from producer callbacks: let
+    // them land (they chain the ledger entry), then stop the retries.
+    if (producer_) (void)producer_->Flush(settings_.kafka.delivery_timeout * 3);
+    stopped_ = true;
+    std::unique_lock lock(retry_mu_);
+    retry_cv_.wait(lock, [this] { return retrying_ == 0; });
   }
 
   // --- the consumer side -----------------------------------------------------
@@ -407,11 +413,57 @@ class DispatchService final : public service::Service {
     records.push_back(kafka::Record{settings_.topics.outcomes, req.repo(), outcome.SerializeAsString(),
                                     {{"relay-schema", "relay.v1.GitHubOutcome"},
                                      {"relay-delivery-id", req.delivery_id()}}});
-    // The ledger entry last: once it says DONE, nothing above is sent again.
-    bool recorded = true;
-    for (auto& record : records) recorded = recorded && SendUntilAcked(std::move(record));
-    recorded = recorded && PutUntilAcked(job->input, req, ok ? v1::LedgerEntry::DONE : v1::LedgerEntry::FAILED);
-    Forget(job, recorded);
+    // Recorded off the worker (it goes on to the next call): the records
+    // together, then the ledger entry last: once it says DONE, nothing
+    // above is sent again.
+    auto c = std::make_shared<Completion>();
+    c->job = job;
+    c->records = std::move(records);
+    c->state = ok ? v1::LedgerEntry::DONE : v1::LedgerEntry::FAILED;
+    RecordAsync(std::move(c));
+  }
+
+  struct Completion {
+    std::shared_ptr<InFlight> job;
+    std::vector<kafka::Record> records;
+    v1::LedgerEntry::State state = v1::LedgerEntry::STATE_UNSPECIFIED;
+    std::atomic<size_t> remaining{0};
+    std::atomic<bool> failed{false};
+  };
+
+  void RecordAsync(std::shared_ptr<Completion> c) {
+    c->remaining = c->records.size();
+    for (const auto& record : c->records) {
+      producer_->Send(record, [this, c](absl::Status s) {
+        if (!s.ok()) c->failed = true;
+        if (--c->remaining > 0) return;
+        if (c->failed) return RetryRecording(c);
+        ledger_->PutAsync(c->job->input, c->job->request, c->state, [this, c](absl::Status done) {
+          if (!done.ok()) {
+            c->records.clear();  // they are in: only the ledger entry is missing
+            return RetryRecording(c);
+          }
+          Forget(c->job, true);
+        });
+      });
+    }
+  }
+
+  // The slow path, when Kafka refused a result record: retried on a thread
+  // of its own until the broker takes it (or the service stops).
+  void RetryRecording(std::shared_ptr<Completion> c) {
+    {
+      std::lock_guard lock(retry_mu_);
+      ++retrying_;
+    }
+    std::thread([this, c] {
+      bool recorded = true;
+      for (auto& record : c->records) recorded = recorded && SendUntilAcked(record);
+      recorded = recorded && PutUntilAcked(c->job->input, c->job->request, c->state);
+      Forget(c->job, recorded);
+      std::lock_guard lock(retry_mu_);
+      if (--retrying_ == 0) retry_cv_.notify_all();
+    }).detach();
   }
 
   void Forget(const std::shared_ptr<InFlight>& job, bool recorded) {
@@ -464,7 +516,11 @@ class DispatchService final : public service::Service {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<kafka::Consumer> consumer_;
   std::thread consumer_thread_;
-  std::atomic<bool> stopped_{false};
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> stopped_{false};  // result recording gives up from here on
+  std::mutex retry_mu_;
+  std::condition_variable retry_cv_;
+  int retrying_ = 0;  // RetryRecording threads running
   std::mutex in_flight_mu_;
   std::map<std::string, std::shared_ptr<InFlight>> in_flight_;
   // Plans of records whose batch is not stored yet (consuming thread only).

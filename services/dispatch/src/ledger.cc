@@ -53,7 +53,7 @@ Ledger::State Ledger::Get(const kafka::TopicPartition& input, const std::string&
   return it == p->second.end() ? v1::LedgerEntry::STATE_UNSPECIFIED : it->second;
 }
 
-absl::Status Ledger::Put(const kafka::TopicPartition& input, const v1::GitHubRequest& request, State state) {
+kafka::Record Ledger::Entry(const kafka::TopicPartition& input, const v1::GitHubRequest& request, State state) const {
   v1::LedgerEntry e;
   e.set_request_id(request.id());
   e.set_state(state);
@@ -61,16 +61,31 @@ absl::Status Ledger::Put(const kafka::TopicPartition& input, const v1::GitHubReq
   e.set_repo(request.repo());
   e.set_delivery_id(request.delivery_id());
   e.set_input_topic(input.topic);
-  kafka::Record record{topic_, request.id(), e.SerializeAsString(),
+  return kafka::Record{topic_, request.id(), e.SerializeAsString(),
                        {{"relay-schema", kLedgerSchema}, {"relay-delivery-id", request.delivery_id()}},
                        LedgerPartition(input)};
-  absl::Status s = SendAndWait(producer_, std::move(record));
-  if (!s.ok()) return s;
+}
+
+void Ledger::Remember(const kafka::TopicPartition& input, const std::string& id, State state) {
   std::lock_guard lock(mu_);
   // Only for partitions still owned: a late write for one taken away is
   // the new owner's to read from the topic.
-  if (auto p = states_.find(input); p != states_.end()) p->second[request.id()] = state;
-  return absl::OkStatus();
+  if (auto p = states_.find(input); p != states_.end()) p->second[id] = state;
+}
+
+absl::Status Ledger::Put(const kafka::TopicPartition& input, const v1::GitHubRequest& request, State state) {
+  absl::Status s = SendAndWait(producer_, Entry(input, request, state));
+  if (s.ok()) Remember(input, request.id(), state);
+  return s;
+}
+
+void Ledger::PutAsync(const kafka::TopicPartition& input, const v1::GitHubRequest& request, State state,
+                      std::function<void(absl::Status)> done) {
+  producer_->Send(Entry(input, request, state), [this, input, id = request.id(), state,
+                                                 done = std::move(done)](absl::Status s) {
+    if (s.ok()) Remember(input, id, state);
+    done(std::move(s));
+  });
 }
 
 size_t Ledger::size() const {

@@ -10,6 +10,7 @@
 // idempotency key. Thread-safe.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -42,11 +43,16 @@ class Ledger {
   State Get(const kafka::TopicPartition& input, const std::string& request_id) const;
   // Records a state durably (waits for the broker's ack), then in memory.
   absl::Status Put(const kafka::TopicPartition& input, const v1::GitHubRequest& request, State state);
+  // The same without waiting: `done` runs on the producer's thread.
+  void PutAsync(const kafka::TopicPartition& input, const v1::GitHubRequest& request, State state,
+                std::function<void(absl::Status)> done);
 
   size_t size() const;
 
  private:
   int32_t LedgerPartition(const kafka::TopicPartition& input) const { return input.partition % partitions_; }
+  kafka::Record Entry(const kafka::TopicPartition& input, const v1::GitHubRequest& request, State state) const;
+  void Remember(const kafka::TopicPartition& input, const std::string& id, State state);
 
   std::string topic_;
   int partitions_;
