@@ -23,17 +23,24 @@ std::optional<Budget::TimePoint> Budget::Acquire(int64_t installation, bool writ
   }
   if (write) {
     ExpireWindowLocked(now);
-    if (static_cast<int64_t>(writes_.size()) >= options_.max_writes_per_window) {
-      return writes_.front() + options_.window;
+    if (static_cast<int64_t>(writes_.size()) + writes_in_flight_ >= options_.max_writes_per_window) {
+      // The oldest answered write leaves the window first; with none
+      // answered yet, look again shortly.
+      return writes_.empty() ? now + std::chrono::milliseconds(20) : writes_.front() + options_.window;
     }
-    writes_.push_back(now);
+    ++writes_in_flight_;
   }
   ++p.in_flight;
   return std::nullopt;
 }
 
-void Budget::Observe(int64_t installation, unsigned status, const std::map<std::string, std::string>& headers) {
+void Budget::Observe(int64_t installation, bool write, unsigned status,
+                     const std::map<std::string, std::string>& headers) {
   std::lock_guard lock(mu_);
+  if (write) {
+    if (writes_in_flight_ > 0) --writes_in_flight_;
+    writes_.push_back(clock_->Now());
+  }
   Primary& p = primary_[installation];
   if (p.in_flight > 0) --p.in_flight;
   auto header = [&](const char* name) -> std::optional<int64_t> {
@@ -68,7 +75,7 @@ int64_t Budget::Remaining(int64_t installation) const {
 int64_t Budget::WritesLeftInWindow() const {
   std::lock_guard lock(mu_);
   ExpireWindowLocked(clock_->Now());
-  return options_.max_writes_per_window - static_cast<int64_t>(writes_.size());
+  return options_.max_writes_per_window - static_cast<int64_t>(writes_.size()) - writes_in_flight_;
 }
 
 }  // namespace relay::dispatch

@@ -110,11 +110,11 @@ std::optional<absl::StatusOr<github::ApiResult>> Executor::Call(const github::Ap
     if (stop) return std::nullopt;
   }
   if (write && !Started(*current_, verdict)) {
-    budget_->Observe(*installation, 0, {});
+    budget_->Observe(*installation, write, 0, {});
     return absl::StatusOr<github::ApiResult>(absl::UnavailableError(verdict->error));
   }
   auto result = api_.Call(call);
-  budget_->Observe(*installation, result.ok() ? result->status : 0,
+  budget_->Observe(*installation, write, result.ok() ? result->status : 0,
                    result.ok() ? result->headers : std::map<std::string, std::string>{});
   return result;
 }

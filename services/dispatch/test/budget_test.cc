@@ -11,17 +11,25 @@ using namespace std::chrono_literals;
 TEST(BudgetTest, TheWriteCeilingHoldsPerWindow) {
   FakeClock clock;
   Budget budget({3, 60s}, &clock);
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 2; ++i) {
     EXPECT_FALSE(budget.Acquire(1, true).has_value());
-    budget.Observe(1, 204, {});
+    budget.Observe(1, true, 204, {});
   }
+  // The third is granted and still in flight: it counts already.
+  EXPECT_FALSE(budget.Acquire(1, true).has_value());
+  EXPECT_TRUE(budget.Acquire(1, true).has_value());
+  clock.Advance(5s);
+  budget.Observe(1, true, 204, {});  // answered 5 s later: it stays in the window until then + 60 s
   auto wait = budget.Acquire(1, true);
   ASSERT_TRUE(wait.has_value());
-  EXPECT_EQ(*wait - clock.Now(), 60s);
+  EXPECT_EQ(*wait - clock.Now(), 55s);  // the first two leave first
   EXPECT_FALSE(budget.Acquire(1, false).has_value()) << "reads are not content-creating";
-  budget.Observe(1, 200, {});
-  clock.Advance(60s);
+  budget.Observe(1, false, 200, {});
+  clock.Advance(55s);
   EXPECT_FALSE(budget.Acquire(1, true).has_value());
+  EXPECT_EQ(budget.WritesLeftInWindow(), 1);
+  budget.Observe(1, true, 204, {});
+  clock.Advance(5s);
   EXPECT_EQ(budget.WritesLeftInWindow(), 2);
 }
 
@@ -30,7 +38,7 @@ TEST(BudgetTest, PrimaryRemainingCountsCallsInFlight) {
   Budget budget({1000, 60s}, &clock);
   int64_t reset = clock.UnixMillis() / 1000 + 100;
   ASSERT_FALSE(budget.Acquire(7, true).has_value());
-  budget.Observe(7, 204, {{"x-ratelimit-remaining", "2"}, {"x-ratelimit-reset", std::to_string(reset)}});
+  budget.Observe(7, true, 204, {{"x-ratelimit-remaining", "2"}, {"x-ratelimit-reset", std::to_string(reset)}});
   ASSERT_FALSE(budget.Acquire(7, true).has_value());  // 2 left, 1 in flight
   ASSERT_FALSE(budget.Acquire(7, true).has_value());  // 2 left, 2 in flight
   auto wait = budget.Acquire(7, true);
@@ -46,14 +54,14 @@ TEST(BudgetTest, ASecondaryLimitAnswerPausesEveryone) {
   FakeClock clock;
   Budget budget({1000, 60s}, &clock);
   ASSERT_FALSE(budget.Acquire(1, true).has_value());
-  budget.Observe(1, 429, {{"retry-after", "7"}});
+  budget.Observe(1, true, 429, {{"retry-after", "7"}});
   auto wait = budget.Acquire(2, true);
   ASSERT_TRUE(wait.has_value());
   EXPECT_EQ(*wait - clock.Now(), 7s);
   clock.Advance(7s);
   EXPECT_FALSE(budget.Acquire(2, true).has_value());
   // A 403 secondary limit without Retry-After: a minute, as GitHub asks.
-  budget.Observe(2, 403, {{"retry-after", "60"}});
+  budget.Observe(2, true, 403, {{"retry-after", "60"}});
   EXPECT_TRUE(budget.Acquire(1, false).has_value());
 }
 

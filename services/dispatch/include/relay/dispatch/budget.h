@@ -1,6 +1,8 @@
 // One GitHub API budget for the whole suite, honoured before every write:
 //   - a ceiling on content-creating requests per window (GitHub's secondary
-//     limit: 80 a minute by default);
+//     limit: 80 a minute by default). A write counts from when it is granted
+//     until a window after its answer: GitHub counts it on arrival, which
+//     is somewhere in between, so no window GitHub sees can hold more;
 //   - each installation's primary limit, from the X-RateLimit-Remaining and
 //     X-RateLimit-Reset of its answers (counting calls still in flight);
 //   - a pause for everyone after a secondary-limit answer (403/429 with
@@ -34,9 +36,9 @@ class Budget {
   // Takes one call of `installation` (and one content-creating write when
   // `write`): nullopt when granted (it is counted), else when to ask again.
   std::optional<TimePoint> Acquire(int64_t installation, bool write);
-  // The call granted by Acquire ended with these answer headers (lower-case
-  // names; status 0 when there was no answer).
-  void Observe(int64_t installation, unsigned status, const std::map<std::string, std::string>& headers);
+  // The call granted by Acquire (with the same `write`) ended with these
+  // answer headers (lower-case names; status 0 when there was no answer).
+  void Observe(int64_t installation, bool write, unsigned status, const std::map<std::string, std::string>& headers);
 
   // For /metrics: primary calls left for an installation (-1 unknown) and
   // writes left in the current window.
@@ -54,7 +56,8 @@ class Budget {
   BudgetOptions options_;
   const Clock* clock_;
   mutable std::mutex mu_;
-  mutable std::deque<TimePoint> writes_;  // granted writes in the current window
+  mutable std::deque<TimePoint> writes_;  // answered writes, by answer time, in the current window
+  int64_t writes_in_flight_ = 0;          // granted, not answered yet
   std::map<int64_t, Primary> primary_;
   TimePoint paused_until_{};
 };
