@@ -591,8 +591,8 @@ class FakeImpl final : public FakeGitHub {
     while (!stopping_) {
       if (due_.empty()) {
         cv_.wait_for(lock, std::chrono::milliseconds(100));
-      } else if (due_.top().at > Clock::now()) {
-        cv_.wait_until(lock, due_.top().at);
+      } else if (auto at = due_.top().at; at > Clock::now()) {
+        cv_.wait_until(lock, at);  // a copy: a push while waiting may move the queue's storage
       }
       if (record_ && Clock::now() - last_flush_ > std::chrono::milliseconds(100)) {
         std::fflush(record_);

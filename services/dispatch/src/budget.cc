@@ -16,10 +16,15 @@ std::optional<Budget::TimePoint> Budget::Acquire(int64_t installation, bool writ
   if (now < paused_until_) return paused_until_;
   Primary& p = primary_[installation];
   int64_t now_unix = clock_->UnixMillis() / 1000;
-  if (p.remaining >= 0 && now_unix >= p.reset_unix) p.remaining = -1;  // a new hour: unknown until answered
+  // Past the reset (a second late: GitHub's clock and ours differ by parts
+  // of one) the count is unknown until an answer says it.
+  if (p.remaining >= 0 && now_unix > p.reset_unix) p.remaining = -1;
+  // Unknown: one call at a time until an answer tells what is left, so a
+  // burst cannot overrun a limit not learnt yet.
+  if (p.remaining < 0 && p.in_flight > 0) return now + std::chrono::milliseconds(20);
   // Calls in flight will each take one too.
   if (p.remaining >= 0 && p.remaining - p.in_flight <= 0) {
-    return now + std::chrono::seconds(std::max<int64_t>(1, p.reset_unix - now_unix + 1));
+    return now + std::chrono::seconds(std::max<int64_t>(1, p.reset_unix - now_unix + 2));
   }
   if (write) {
     ExpireWindowLocked(now);

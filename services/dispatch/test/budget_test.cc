@@ -45,8 +45,18 @@ TEST(BudgetTest, PrimaryRemainingCountsCallsInFlight) {
   ASSERT_TRUE(wait.has_value()) << "a third call would exceed what GitHub said is left";
   EXPECT_GE(*wait - clock.Now(), 100s);
   EXPECT_FALSE(budget.Acquire(8, true).has_value()) << "another installation has its own budget";
-  // After the reset, calls go again.
-  clock.Advance(101s);
+  // The two calls end; after the reset (and a second's margin for clock
+  // differences) calls go again, one at a time until an answer tells the
+  // new count.
+  budget.Observe(7, true, 204, {{"x-ratelimit-remaining", "1"}, {"x-ratelimit-reset", std::to_string(reset)}});
+  budget.Observe(7, true, 204, {{"x-ratelimit-remaining", "0"}, {"x-ratelimit-reset", std::to_string(reset)}});
+  clock.Advance(100s);
+  EXPECT_TRUE(budget.Acquire(7, true).has_value()) << "not before the reset has surely passed";
+  clock.Advance(1s);
+  EXPECT_FALSE(budget.Acquire(7, true).has_value());
+  EXPECT_TRUE(budget.Acquire(7, true).has_value()) << "the new count is not known yet";
+  budget.Observe(7, true, 204, {{"x-ratelimit-remaining", "4999"}, {"x-ratelimit-reset", std::to_string(reset + 3600)}});
+  EXPECT_FALSE(budget.Acquire(7, true).has_value());
   EXPECT_FALSE(budget.Acquire(7, true).has_value());
 }
 
