@@ -60,8 +60,14 @@ void Budget::Observe(int64_t installation, bool write, unsigned status,
   auto remaining = header("x-ratelimit-remaining");
   auto reset = header("x-ratelimit-reset");
   if (remaining && reset) {
-    p.remaining = *remaining;
-    p.reset_unix = *reset;
+    // Answers of one window arrive out of order across connections: within
+    // a window the count only falls, so an older, higher one is ignored.
+    if (*reset > p.reset_unix || p.remaining < 0) {
+      p.remaining = *remaining;
+      p.reset_unix = *reset;
+    } else if (*reset == p.reset_unix) {
+      p.remaining = std::min(p.remaining, *remaining);
+    }
   }
   auto retry_after = header("retry-after");
   bool secondary = status == 429 || (status == 403 && retry_after);

@@ -60,6 +60,19 @@ TEST(BudgetTest, PrimaryRemainingCountsCallsInFlight) {
   EXPECT_FALSE(budget.Acquire(7, true).has_value());
 }
 
+TEST(BudgetTest, AnOlderHigherCountArrivingLateDoesNotRaiseTheBudget) {
+  FakeClock clock;
+  Budget budget({1000, 60s}, &clock);
+  std::string reset = std::to_string(clock.UnixMillis() / 1000 + 100);
+  ASSERT_FALSE(budget.Acquire(1, false).has_value());
+  budget.Observe(1, false, 200, {{"x-ratelimit-remaining", "5"}, {"x-ratelimit-reset", reset}});
+  ASSERT_FALSE(budget.Acquire(1, false).has_value());
+  ASSERT_FALSE(budget.Acquire(1, false).has_value());
+  budget.Observe(1, false, 200, {{"x-ratelimit-remaining", "1"}, {"x-ratelimit-reset", reset}});
+  budget.Observe(1, false, 200, {{"x-ratelimit-remaining", "4"}, {"x-ratelimit-reset", reset}});  // older, late
+  EXPECT_EQ(budget.Remaining(1), 1);
+}
+
 TEST(BudgetTest, ASecondaryLimitAnswerPausesEveryone) {
   FakeClock clock;
   Budget budget({1000, 60s}, &clock);
