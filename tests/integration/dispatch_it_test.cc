@@ -29,6 +29,7 @@
 #include "relay/v1/dispatch.pb.h"
 #include "relay/v1/github.pb.h"
 #include "relay/v1/webhook.pb.h"
+#include "support/fixtures.h"
 #include "support/http_client.h"
 #include "support/kafka_admin.h"
 #include "support/subprocess.h"
@@ -48,25 +49,8 @@ using namespace std::chrono_literals;
 constexpr char kAppId[] = "29310";
 constexpr char kTokenKeys[] = "signing_key: it1\nkeys:\n  it1: dispatch-it-secret-0123456789-0123456789\n";
 
-struct Payload {
-  std::string event;
-  std::string body;
-};
-
-std::vector<Payload> LoadCorpus() {
-  std::string dir = Env("RELAY_IT_CORPUS");
-  std::ifstream manifest(dir + "/manifest.tsv");
-  std::vector<Payload> out;
-  std::string line;
-  while (std::getline(manifest, line)) {
-    std::istringstream fields(line);
-    std::string event, file;
-    std::getline(fields, event, '\t');
-    std::getline(fields, file, '\t');
-    out.push_back({event, ReadFile(dir + "/" + file)});
-  }
-  return out;
-}
+using Payload = testing::CorpusPayload;
+using testing::LoadCorpus;
 
 // The corpus payloads of one event and action (in corpus order).
 std::vector<Payload> Find(const std::vector<Payload>& corpus, const std::string& event, const std::string& action) {
@@ -110,16 +94,9 @@ class DispatchStack {
     upstream_ = "it-" + Unique() + "/upstream";
     group_ = "it-dispatch-" + Unique();
     // The App's key pair.
-    EVP_PKEY* pkey = EVP_RSA_gen(2048);
-    for (bool priv : {true, false}) {
-      BIO* bio = BIO_new(BIO_s_mem());
-      priv ? PEM_write_bio_PrivateKey(bio, pkey, nullptr, nullptr, 0, nullptr, nullptr) : PEM_write_bio_PUBKEY(bio, pkey);
-      char* data = nullptr;
-      long len = BIO_get_mem_data(bio, &data);
-      WriteFile(dir_ + (priv ? "/app.pem" : "/app.pub"), std::string(data, static_cast<size_t>(len)));
-      BIO_free(bio);
-    }
-    EVP_PKEY_free(pkey);
+    auto [private_pem, public_pem] = testing::NewRsaKeyPairPem();
+    WriteFile(dir_ + "/app.pem", private_pem);
+    WriteFile(dir_ + "/app.pub", public_pem);
     WriteFile(dir_ + "/keys.yaml", kTokenKeys);
     fake_ = std::make_unique<Subprocess>(
         std::vector<std::string>{Env("RELAY_IT_FAKE_GITHUB_BIN"), "--app-id", kAppId, "--public-key", dir_ + "/app.pub",
@@ -309,14 +286,14 @@ TEST_F(DispatchIT, RealPayloadsMakeExactlyTheExpectedCallsForEveryLevel) {
   for (auto& l : doc.as_object()["pull_request"].as_object()["labels"].as_array()) {
     if (l.at("name").as_string() == old_label) l.as_object()["name"] = "ciflow/crcr/xpu";
   }
-  stack.Produce({"pull_request", json::serialize(doc)}, run + "crcr");
+  stack.Produce({"pull_request", json::serialize(doc), ""}, run + "crcr");
   // check_run rerequested: a real one, on a relay check run of this app.
   Payload rerun = Find(corpus_, "check_run", "rerequested").at(0);
   json::value cr = json::parse(rerun.body);
   cr.as_object()["check_run"].as_object()["name"] = "crcr/it-org/l3/ci/build";
   cr.as_object()["check_run"].as_object()["external_id"] = "424242/1/build";
   cr.as_object()["check_run"].as_object()["app"].as_object()["id"] = std::stoll(kAppId);
-  stack.Produce({"check_run", json::serialize(cr)}, run + "rerun");
+  stack.Produce({"check_run", json::serialize(cr), ""}, run + "rerun");
   stack.Flush();
 
   EXPECT_EQ(stack.WaitForDispatches(16, 60s), 16u);
@@ -385,7 +362,7 @@ TEST_F(DispatchIT, AnOversizePayloadIsSlimmedUnder64KB) {
   json::value doc = json::parse(opened.body);
   doc.as_object()["pull_request"].as_object()["body"] = std::string(200'000, 'x');
   std::string run = "slim-" + Unique();
-  stack.Produce({"pull_request", json::serialize(doc)}, run);
+  stack.Produce({"pull_request", json::serialize(doc), ""}, run);
   stack.Flush();
   ASSERT_EQ(stack.WaitForDispatches(1, 30s), 1u);
   auto call = stack.Dispatches().at(0);

@@ -17,6 +17,7 @@
 
 #include "relay/github/webhook_signature.h"
 #include "relay/v1/webhook.pb.h"
+#include "support/fixtures.h"
 #include "support/http_client.h"
 #include "support/kafka_admin.h"
 #include "support/subprocess.h"
@@ -35,29 +36,8 @@ using namespace std::chrono_literals;
 
 constexpr char kTopic[] = "github.webhooks";
 
-struct Payload {
-  std::string event;
-  std::string body;
-  std::string signature;  // computed by @octokit/webhooks-methods
-};
-
-std::vector<Payload> LoadCorpus() {
-  std::string dir = Env("RELAY_IT_CORPUS");
-  std::ifstream manifest(dir + "/manifest.tsv");
-  std::vector<Payload> out;
-  std::string line;
-  while (std::getline(manifest, line)) {
-    std::istringstream fields(line);
-    Payload p;
-    std::string file;
-    std::getline(fields, p.event, '\t');
-    std::getline(fields, file, '\t');
-    std::getline(fields, p.signature, '\t');
-    p.body = ReadFile(dir + "/" + file);
-    out.push_back(std::move(p));
-  }
-  return out;
-}
+using Payload = testing::CorpusPayload;
+using testing::LoadCorpus;
 
 std::string RunId() {
   std::random_device rd;

@@ -2,6 +2,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "support/fixtures.h"
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/pem.h>
@@ -16,29 +18,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// A fresh 2048-bit key pair as PEM (private, public).
-std::pair<std::string, std::string> NewKeyPair() {
-  EVP_PKEY* pkey = EVP_RSA_gen(2048);
-  auto pem = [&](bool priv) {
-    BIO* bio = BIO_new(BIO_s_mem());
-    if (priv) {
-      PEM_write_bio_PrivateKey(bio, pkey, nullptr, nullptr, 0, nullptr, nullptr);
-    } else {
-      PEM_write_bio_PUBKEY(bio, pkey);
-    }
-    char* data = nullptr;
-    long len = BIO_get_mem_data(bio, &data);
-    std::string out(data, static_cast<size_t>(len));
-    BIO_free(bio);
-    return out;
-  };
-  auto pair = std::make_pair(pem(true), pem(false));
-  EVP_PKEY_free(pkey);
-  return pair;
-}
 
 TEST(JwtTest, SignsAndVerifiesRs256) {
-  auto [priv_pem, pub_pem] = NewKeyPair();
+  auto [priv_pem, pub_pem] = relay::testing::NewRsaKeyPairPem();
   auto priv = RsaKey::FromPem(priv_pem);
   auto pub = RsaKey::FromPem(pub_pem);
   ASSERT_TRUE(priv.ok() && pub.ok());
@@ -55,8 +37,8 @@ TEST(JwtTest, SignsAndVerifiesRs256) {
 }
 
 TEST(JwtTest, RefusesOtherKeysAlgorithmsAndTampering) {
-  auto [priv_pem, pub_pem] = NewKeyPair();
-  auto [other_priv, other_pub] = NewKeyPair();
+  auto [priv_pem, pub_pem] = relay::testing::NewRsaKeyPairPem();
+  auto [other_priv, other_pub] = relay::testing::NewRsaKeyPairPem();
   auto priv = RsaKey::FromPem(priv_pem);
   auto pub = RsaKey::FromPem(pub_pem);
   auto stranger = RsaKey::FromPem(other_priv);
@@ -83,7 +65,7 @@ TEST(JwtTest, RefusesOtherKeysAlgorithmsAndTampering) {
 }
 
 TEST(JwtTest, KeysFromJwkAndRefusalOfWeakOrForeignKeys) {
-  auto [priv_pem, pub_pem] = NewKeyPair();
+  auto [priv_pem, pub_pem] = relay::testing::NewRsaKeyPairPem();
   auto priv = RsaKey::FromPem(priv_pem);
   // n and e of the public key, as a JWKS would carry them.
   BIGNUM* n = nullptr;

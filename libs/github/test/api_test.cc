@@ -5,6 +5,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "support/fixtures.h"
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
@@ -18,26 +20,11 @@ namespace {
 namespace bhttp = boost::beast::http;
 using ::testing::HasSubstr;
 
-std::pair<std::string, std::string> KeyPair() {
-  EVP_PKEY* pkey = EVP_RSA_gen(2048);
-  auto pem = [&](bool priv) {
-    BIO* bio = BIO_new(BIO_s_mem());
-    priv ? PEM_write_bio_PrivateKey(bio, pkey, nullptr, nullptr, 0, nullptr, nullptr) : PEM_write_bio_PUBKEY(bio, pkey);
-    char* data = nullptr;
-    long len = BIO_get_mem_data(bio, &data);
-    std::string out(data, static_cast<size_t>(len));
-    BIO_free(bio);
-    return out;
-  };
-  auto out = std::make_pair(pem(true), pem(false));
-  EVP_PKEY_free(pkey);
-  return out;
-}
 
 class ApiTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto [priv, pub] = KeyPair();
+    auto [priv, pub] = relay::testing::NewRsaKeyPairPem();
     fake_github::Options fo;
     fo.app_id = "4242";
     fo.public_key_pem = pub;
@@ -104,7 +91,7 @@ TEST_F(ApiTest, ARevokedTokenIsRefreshedOnceAndANotInstalledRepoIsNotFound) {
 }
 
 TEST_F(ApiTest, AnAppJwtFromAnotherKeyIsRefused) {
-  auto [other_priv, other_pub] = KeyPair();
+  auto [other_priv, other_pub] = relay::testing::NewRsaKeyPairPem();
   AppCredentials stranger("4242", *auth::RsaKey::FromPem(other_priv), &clock_);
   Api api(NewClient(), &stranger);
   auto r = api.Call(Dispatch("acme/one", R"({"event_type":"x"})"));

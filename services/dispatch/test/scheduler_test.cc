@@ -5,6 +5,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "support/fixtures.h"
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
@@ -23,26 +25,11 @@ namespace json = boost::json;
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
-std::pair<std::string, std::string> KeyPair() {
-  EVP_PKEY* pkey = EVP_RSA_gen(2048);
-  auto pem = [&](bool priv) {
-    BIO* bio = BIO_new(BIO_s_mem());
-    priv ? PEM_write_bio_PrivateKey(bio, pkey, nullptr, nullptr, 0, nullptr, nullptr) : PEM_write_bio_PUBKEY(bio, pkey);
-    char* data = nullptr;
-    long len = BIO_get_mem_data(bio, &data);
-    std::string out(data, static_cast<size_t>(len));
-    BIO_free(bio);
-    return out;
-  };
-  auto out = std::make_pair(pem(true), pem(false));
-  EVP_PKEY_free(pkey);
-  return out;
-}
 
 class SchedulerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto [priv, pub] = KeyPair();
+    auto [priv, pub] = relay::testing::NewRsaKeyPairPem();
     fake_github::Options fo;
     fo.app_id = "77";
     fo.public_key_pem = pub;
