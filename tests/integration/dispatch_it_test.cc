@@ -123,6 +123,7 @@ class DispatchStack {
     env.emplace("RELAY_GITHUB_APP_ID", kAppId);
     env.emplace("RELAY_GITHUB_PRIVATE_KEY_FILE", dir_ + "/app.pem");
     env.emplace("RELAY_GITHUB_MAX_WRITES_PER_MINUTE", "1000000");
+    env.emplace("RELAY_GITHUB_MAX_WRITES_PER_HOUR", "100000000");
     env.emplace("RELAY_ALLOWLIST_FILE", dir_ + "/allowlist.yaml");
     env.emplace("RELAY_ALLOWLIST_RELOAD_INTERVAL", "200ms");
     env.emplace("RELAY_TOKENS_KEYS_FILE", dir_ + "/keys.yaml");
@@ -162,7 +163,10 @@ class DispatchStack {
   void ProduceRaw(const std::string& topic, const std::string& value) {
     auto acked = std::make_shared<std::promise<absl::Status>>();
     pending_.push_back(acked->get_future());
-    producer_->Send(kafka::Record{topic, upstream_, value, {}}, [acked](absl::Status s) { acked->set_value(std::move(s)); });
+    v1::GitHubRequest r;
+    std::string delivery = r.ParseFromString(value) ? r.delivery_id() : "";
+    producer_->Send(kafka::Record{topic, upstream_, value, {{"relay-delivery-id", delivery}}},
+                    [acked](absl::Status s) { acked->set_value(std::move(s)); });
   }
   void Flush() {
     for (auto& f : pending_) ASSERT_TRUE(f.get().ok());
@@ -472,6 +476,66 @@ TEST_F(DispatchIT, NoExamplePayloadCrashesIt) {
   EXPECT_EQ(HttpClient("127.0.0.1", port).Get("/readyz").status, 200);
   std::string m = HttpClient("127.0.0.1", port).Get("/metrics").body;
   EXPECT_THAT(m, HasSubstr("relay_dispatch_events_total{event=\"issues\",outcome=\"ignored\"}"));
+}
+
+TEST_F(DispatchIT, RequestsFromOtherServicesAreCarriedOutUnderTheSameBudget) {
+  DispatchStack stack("requests");
+  stack.SetAllowlist(kFourLevels);
+  ASSERT_NE(stack.StartDispatch(1), 0) << stack.Log(1);
+  std::string run = "requests-" + Unique() + "-";
+  auto request = [&](const std::string& id) {
+    v1::GitHubRequest r;
+    r.set_id(run + id);
+    r.set_repo(stack.upstream());
+    r.set_level(3);
+    r.set_delivery_id(run + "d");
+    return r;
+  };
+  // A check run in progress, then completed: one check run, updated.
+  for (const char* status : {"in_progress", "completed"}) {
+    v1::GitHubRequest r = request(std::string("check-") + status);
+    auto* c = r.mutable_check_run();
+    c->set_name("crcr/it-org/l3/ci/build");
+    c->set_head_sha("0123456789abcdef0123456789abcdef01234567");
+    c->set_external_id("777/1/build");
+    c->set_status(status);
+    if (std::string(status) == "completed") c->set_conclusion("success");
+    c->set_details_url("https://github.com/it-org/l3/actions/runs/777");
+    stack.ProduceRaw("github.requests", r.SerializeAsString());
+    stack.Flush();
+    // One after the other, as the collector would send them.
+    auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (TopicRecords("github.outcomes", run).size() < (std::string(status) == "completed" ? 2u : 1u) &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(200ms);
+    }
+  }
+  // A PR comment, twice: found again by its marker, never a second one.
+  for (const char* text : {"first", "second"}) {
+    v1::GitHubRequest r = request(std::string("comment-") + text);
+    r.mutable_comment()->set_issue_number(7);
+    r.mutable_comment()->set_marker("<!-- relay:it -->");
+    r.mutable_comment()->set_body(std::string("<!-- relay:it -->\n") + text);
+    stack.ProduceRaw("github.requests", r.SerializeAsString());
+    stack.Flush();
+    auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (TopicRecords("github.outcomes", run).size() < (std::string(text) == "second" ? 4u : 3u) &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(200ms);
+    }
+  }
+  std::map<std::string, int> endpoints;
+  json::value calls = stack.Fake("GET", "/_fake/calls");
+  for (auto& c : calls.as_array()) endpoints[std::string(c.at("endpoint").as_string())]++;
+  EXPECT_EQ(endpoints["POST /repos/{owner}/{repo}/check-runs"], 1);
+  EXPECT_EQ(endpoints["PATCH /repos/{owner}/{repo}/check-runs/{id}"], 1);
+  EXPECT_EQ(endpoints["POST /repos/{owner}/{repo}/issues/{id}/comments"], 1);
+  EXPECT_EQ(endpoints["PATCH /repos/{owner}/{repo}/issues/comments/{id}"], 1);
+  for (const auto& r : TopicRecords("github.outcomes", run)) {
+    v1::GitHubOutcome o;
+    ASSERT_TRUE(o.ParseFromString(r.value));
+    EXPECT_EQ(o.result(), "done") << o.request_id() << " " << o.error();
+  }
 }
 
 // What the fake recorded of each dispatch call.

@@ -8,6 +8,7 @@ using namespace std::chrono_literals;
 
 void Budget::ExpireWindowLocked(TimePoint now) const {
   while (!writes_.empty() && now - writes_.front() >= options_.window) writes_.pop_front();
+  while (!hour_.empty() && now - hour_.front() >= std::chrono::hours(1)) hour_.pop_front();
 }
 
 std::optional<Budget::TimePoint> Budget::Acquire(int64_t installation, bool write) {
@@ -33,6 +34,9 @@ std::optional<Budget::TimePoint> Budget::Acquire(int64_t installation, bool writ
       // answered yet, look again shortly.
       return writes_.empty() ? now + std::chrono::milliseconds(20) : writes_.front() + options_.window;
     }
+    if (static_cast<int64_t>(hour_.size()) + writes_in_flight_ >= options_.max_writes_per_hour) {
+      return hour_.empty() ? now + std::chrono::milliseconds(20) : hour_.front() + std::chrono::hours(1);
+    }
     ++writes_in_flight_;
   }
   ++p.in_flight;
@@ -40,11 +44,12 @@ std::optional<Budget::TimePoint> Budget::Acquire(int64_t installation, bool writ
 }
 
 void Budget::Observe(int64_t installation, bool write, unsigned status,
-                     const std::map<std::string, std::string>& headers) {
+                     const std::map<std::string, std::string>& headers, bool secondary) {
   std::lock_guard lock(mu_);
   if (write) {
     if (writes_in_flight_ > 0) --writes_in_flight_;
     writes_.push_back(clock_->Now());
+    hour_.push_back(clock_->Now());
   }
   Primary& p = primary_[installation];
   if (p.in_flight > 0) --p.in_flight;
@@ -70,10 +75,10 @@ void Budget::Observe(int64_t installation, bool write, unsigned status,
     }
   }
   auto retry_after = header("retry-after");
-  bool secondary = status == 429 || (status == 403 && retry_after);
-  if (secondary) {
+  if (secondary || status == 429) {
     // GitHub: wait Retry-After, or at least a minute when it says nothing.
-    paused_until_ = std::max(paused_until_, clock_->Now() + (retry_after ? std::chrono::seconds(*retry_after) : 60s));
+    paused_until_ = std::max(paused_until_, clock_->Now() + (retry_after ? std::chrono::milliseconds(*retry_after * 1000)
+                                                                          : options_.secondary_pause));
   }
 }
 
@@ -86,7 +91,9 @@ int64_t Budget::Remaining(int64_t installation) const {
 int64_t Budget::WritesLeftInWindow() const {
   std::lock_guard lock(mu_);
   ExpireWindowLocked(clock_->Now());
-  return options_.max_writes_per_window - static_cast<int64_t>(writes_.size()) - writes_in_flight_;
+  return std::min(options_.max_writes_per_window - static_cast<int64_t>(writes_.size()),
+                  options_.max_writes_per_hour - static_cast<int64_t>(hour_.size())) -
+         writes_in_flight_;
 }
 
 }  // namespace relay::dispatch

@@ -52,8 +52,10 @@ class InFlight {
     std::lock_guard lock(mu_);
     return finished_;
   }
-  std::atomic<bool> cancelled{false};  // its input partition went to another member
-  std::atomic<bool> executing{false};
+  // Both under the service's in_flight_mu_: a write either starts (writing)
+  // before its partition is revoked, or never (cancelled).
+  bool cancelled = false;  // its input partition went to another member
+  bool writing = false;    // its STARTED is being written or written: it may reach GitHub
 
  private:
   std::mutex mu_;
@@ -71,7 +73,12 @@ class DispatchService final : public service::Service {
     return std::unique_ptr<service::Service>(std::move(svc));
   }
 
-  ~DispatchService() override { Stop(); }
+  ~DispatchService() override {
+    Stop();
+    // Its last callbacks (records that never got an answer) run now, while
+    // the members they touch still exist; stopped_ makes them only finish.
+    producer_.reset();
+  }
 
   bool Drain(std::chrono::milliseconds budget) override {
     auto deadline = std::chrono::steady_clock::now() + budget;
@@ -98,6 +105,12 @@ class DispatchService final : public service::Service {
                     .Name("relay_github_writes_total")
                     .Help("GitHub writes finished, by kind and result (done, no_op, dead_lettered)")
                     .Register(runtime.metrics())),
+        uncertain_(prometheus::BuildCounter()
+                       .Name("relay_github_uncertain_retries_total")
+                       .Help("Writes retried after an attempt that may have reached GitHub (timeout or reset after "
+                             "sending, 502/504): GitHub may have taken them twice")
+                       .Register(runtime.metrics())
+                       .Add({})),
         repeats_(prometheus::BuildCounter()
                      .Name("relay_dispatch_repeats_total")
                      .Help("Writes made again after a restart because they were in flight at a crash")
@@ -129,24 +142,25 @@ class DispatchService final : public service::Service {
     RELAY_ASSIGN_OR_RETURN(auth::RsaKey app_key, auth::RsaKey::LoadPem(s.private_key_file));
     if (!app_key.is_private()) return absl::InvalidArgumentError("github.private_key_file: not a private key");
     credentials_ = std::make_unique<github::AppCredentials>(s.app_id, std::move(app_key), clock_);
-    // Fail at start on a bad URL rather than in every worker.
-    RELAY_RETURN_IF_ERROR(http::Client::New(s.api_url).status());
+    http::ClientOptions client_options;
+    client_options.request_timeout = s.request_timeout;
+    client_options.ca_file = s.ca_file;
+    client_options.user_agent = "relay-dispatch";
+    // Fail at start on a bad URL or CA file rather than in every worker.
+    RELAY_RETURN_IF_ERROR(http::Client::New(s.api_url, client_options).status());
     RELAY_ASSIGN_OR_RETURN(producer_, runtime.factories().producer(s.kafka, &metrics));
     RELAY_ASSIGN_OR_RETURN(reader_, runtime.factories().reader(s.kafka.bootstrap));
     RELAY_ASSIGN_OR_RETURN(int ledger_partitions, reader_->Partitions(s.topics.ledger));
     ledger_ = std::make_unique<Ledger>(s.topics.ledger, ledger_partitions, producer_.get(), reader_.get(), clock_);
     budget_ = std::make_unique<Budget>(s.budget, clock_);
-
-    http::ClientOptions client_options;
-    client_options.request_timeout = s.request_timeout;
-    client_options.ca_file = s.ca_file;
-    client_options.user_agent = "relay-dispatch";
     scheduler_ = std::make_unique<Scheduler>(
         s.scheduler,
         [this, client_options] {
           return std::make_unique<Executor>(std::move(*http::Client::New(settings_.api_url, client_options)),
                                             credentials_.get(), budget_.get(), clock_,
-                                            [this](const v1::GitHubRequest& r) { return MarkStarted(r); });
+                                            [this](const std::string& repo) {
+                                              return allowlist_->Current()->Find(repo) != nullptr;
+                                            });
         },
         clock_, &metrics);
 
@@ -232,7 +246,11 @@ class DispatchService final : public service::Service {
           skipped_.Increment();
           continue;
         }
-        waits.push_back(Track(input, std::move(request), state == v1::LedgerEntry::STARTED));
+        if (auto job = Track(input, std::move(request), state == v1::LedgerEntry::STARTED)) {
+          waits.push_back(std::move(job));
+        } else {
+          skipped_.Increment();
+        }
       }
     }
     for (auto& fact : facts) RELAY_RETURN_IF_ERROR(SendAndWait(producer_.get(), std::move(fact)));
@@ -292,40 +310,52 @@ class DispatchService final : public service::Service {
     return out;
   }
 
+  // The job of a write: the one in progress (joined), or a new one; null
+  // when the ledger says it ended meanwhile.
   std::shared_ptr<InFlight> Track(const TopicPartition& input, v1::GitHubRequest request, bool repeated) {
     std::lock_guard lock(in_flight_mu_);
     auto it = in_flight_.find(request.id());
     if (it != in_flight_.end() && !it->second->cancelled) return it->second;
+    // Looked up again under the lock: a job records DONE in the ledger
+    // before it leaves in_flight_, so a write that ended since the batch's
+    // first look is seen here and not made again.
+    auto state = ledger_->Get(input, request.id());
+    if (state == v1::LedgerEntry::DONE || state == v1::LedgerEntry::FAILED) return nullptr;
     auto job = std::make_shared<InFlight>(input, request, repeated);
     in_flight_[request.id()] = job;
     scheduler_->Submit(
         std::move(request), [this, job](JobResult result) { Complete(job, std::move(result)); },
-        [job] {
-          if (job->cancelled) return false;
-          job->executing = true;
-          return true;
-        });
+        [this, job] {
+          std::lock_guard l(in_flight_mu_);
+          return !job->cancelled;
+        },
+        [this, job] { return MarkStarted(job); });
     return job;
   }
 
   // Partitions going to another member: their writes not yet started are
-  // dropped (the new owner reads the ledger and makes them), and the ones
-  // under way finish first, so their ledger entries are there when the new
-  // owner reads.
+  // dropped (they can no longer start: MarkStarted refuses), and the ones
+  // that started finish first, so their ledger entries are there when the
+  // next owner reads.
   void Revoked(const std::vector<TopicPartition>& tps) {
-    std::vector<std::shared_ptr<InFlight>> running;
+    std::vector<std::shared_ptr<InFlight>> started;
     {
       std::lock_guard lock(in_flight_mu_);
       for (auto& [id, job] : in_flight_) {
         if (std::find(tps.begin(), tps.end(), job->input) == tps.end()) continue;
         job->cancelled = true;
-        if (job->executing) running.push_back(job);
+        if (job->writing) started.push_back(job);
       }
     }
-    auto deadline = std::chrono::steady_clock::now() + settings_.request_timeout + 10s;
-    for (auto& job : running) {
+    // A started write ends within its retries' deadline; waiting longer
+    // than a call and its recording only happens while GitHub is failing.
+    auto deadline = std::chrono::steady_clock::now() + settings_.scheduler.retry_deadline + settings_.request_timeout;
+    for (auto& job : started) {
       bool recorded = false;
-      (void)job->WaitUntil(deadline, &recorded);
+      if (!job->WaitUntil(deadline, &recorded)) {
+        log::Error("a started write did not finish before its partition moved on; the next owner may repeat it",
+                   {{"request_id", job->request.id()}});
+      }
     }
     ledger_->Drop(tps);
     for (auto it = planned_.begin(); it != planned_.end();) {
@@ -335,15 +365,13 @@ class DispatchService final : public service::Service {
   }
 
   // Just before a write goes out.
-  absl::Status MarkStarted(const v1::GitHubRequest& request) {
-    std::shared_ptr<InFlight> job;
+  absl::Status MarkStarted(const std::shared_ptr<InFlight>& job) {
     {
       std::lock_guard lock(in_flight_mu_);
-      auto it = in_flight_.find(request.id());
-      if (it == in_flight_.end()) return absl::InternalError("write not tracked");
-      job = it->second;
+      if (job->cancelled) return absl::CancelledError("its input partition went to another member");
+      job->writing = true;
     }
-    return ledger_->Put(job->input, request, v1::LedgerEntry::STARTED);
+    return ledger_->Put(job->input, job->request, v1::LedgerEntry::STARTED);
   }
 
   // On a worker: record what happened, durably, then let the batch go.
@@ -360,6 +388,7 @@ class DispatchService final : public service::Service {
                                                                       : "dead_lettered";
     writes_.Add({{"kind", kind}, {"result", result_name}}).Increment();
     if (job->repeated) repeats_.Increment();
+    if (result.uncertain_retry) uncertain_.Increment();
     if (result.installation_id != 0) {
       rate_remaining_.Add({{"installation", std::to_string(result.installation_id)}})
           .Set(static_cast<double>(budget_->Remaining(result.installation_id)));
@@ -382,7 +411,7 @@ class DispatchService final : public service::Service {
       r.set_token_key_id(d.token_key_id());
       r.set_token_expires_at_unix(d.token_expires_at_unix());
       r.set_slimmed(d.slimmed());
-      r.set_repeated(job->repeated);
+      r.set_repeated(job->repeated || result.uncertain_retry);
       records.push_back(kafka::Record{settings_.topics.dispatches, req.repo(), r.SerializeAsString(),
                                       {{"relay-schema", "relay.v1.DispatchRecord"},
                                        {"relay-delivery-id", req.delivery_id()}}});
@@ -409,7 +438,7 @@ class DispatchService final : public service::Service {
     outcome.set_level(req.level());
     outcome.set_delivery_id(req.delivery_id());
     outcome.set_installation_id(result.installation_id);
-    outcome.set_repeated(job->repeated);
+    outcome.set_repeated(job->repeated || result.uncertain_retry);
     records.push_back(kafka::Record{settings_.topics.outcomes, req.repo(), outcome.SerializeAsString(),
                                     {{"relay-schema", "relay.v1.GitHubOutcome"},
                                      {"relay-delivery-id", req.delivery_id()}}});
@@ -429,21 +458,25 @@ class DispatchService final : public service::Service {
     v1::LedgerEntry::State state = v1::LedgerEntry::STATE_UNSPECIFIED;
     std::atomic<size_t> remaining{0};
     std::atomic<bool> failed{false};
+    bool ledger_only = false;  // the records are in; only the ledger entry is missing
   };
 
   void RecordAsync(std::shared_ptr<Completion> c) {
     c->remaining = c->records.size();
-    for (const auto& record : c->records) {
-      producer_->Send(record, [this, c](absl::Status s) {
+    // Copies: the last ack may arrive (and use `c`) before this loop ends.
+    std::vector<kafka::Record> records = c->records;
+    for (auto& record : records) {
+      producer_->Send(std::move(record), [this, c](absl::Status s) {
         if (!s.ok()) c->failed = true;
         if (--c->remaining > 0) return;
+        // Stopping: the producer is being torn down; nothing chains on.
+        if (stopped_) return Forget(c->job, false);
         if (c->failed) return RetryRecording(c);
         ledger_->PutAsync(c->job->input, c->job->request, c->state, [this, c](absl::Status done) {
-          if (!done.ok()) {
-            c->records.clear();  // they are in: only the ledger entry is missing
-            return RetryRecording(c);
-          }
-          Forget(c->job, true);
+          if (done.ok()) return Forget(c->job, true);
+          if (stopped_) return Forget(c->job, false);
+          c->ledger_only = true;
+          RetryRecording(c);
         });
       });
     }
@@ -458,7 +491,9 @@ class DispatchService final : public service::Service {
     }
     std::thread([this, c] {
       bool recorded = true;
-      for (auto& record : c->records) recorded = recorded && SendUntilAcked(record);
+      if (!c->ledger_only) {
+        for (auto& record : c->records) recorded = recorded && SendUntilAcked(record);
+      }
       recorded = recorded && PutUntilAcked(c->job->input, c->job->request, c->state);
       Forget(c->job, recorded);
       std::lock_guard lock(retry_mu_);
@@ -502,6 +537,7 @@ class DispatchService final : public service::Service {
   prometheus::Family<prometheus::Counter>& events_;
   prometheus::Family<prometheus::Counter>& dispatches_;
   prometheus::Family<prometheus::Counter>& writes_;
+  prometheus::Counter& uncertain_;
   prometheus::Counter& repeats_;
   prometheus::Counter& skipped_;
   prometheus::Gauge& budget_gauge_;
@@ -544,6 +580,7 @@ absl::StatusOr<DispatchSettings> LoadSettings(Config& config, const service::Com
   // The window of that ceiling is a minute; shorter only in tests that must
   // see it work without waiting minutes.
   s.budget.window = config.Duration("github.write_window", 60s, 100ms, 1h);
+  s.budget.max_writes_per_hour = config.Int("github.max_writes_per_hour", 500, 1, 100'000'000);
   s.scheduler.concurrency = static_cast<int>(config.Int("github.max_concurrency", 8, 1, 256));
   s.scheduler.retry_deadline = config.Duration("github.retry_deadline", 10min, 1s, 24h);
   s.allowlist_file = config.RequiredString("allowlist.file");
@@ -554,7 +591,9 @@ absl::StatusOr<DispatchSettings> LoadSettings(Config& config, const service::Com
   s.planner.app_id = s.app_id;
   s.batch_records = static_cast<size_t>(config.Int("dispatch.batch_records", 500, 1, 100'000));
   s.batch_wait = config.Duration("dispatch.batch_wait", 5s, 100ms, 5min);
-  if (auto b = http::Client::New(s.api_url); !b.ok()) config.Fail("github.api_url", std::string(b.status().message()));
+  http::ClientOptions probe;
+  probe.ca_file = s.ca_file;
+  if (auto b = http::Client::New(s.api_url, probe); !b.ok()) config.Fail("github.api_url", std::string(b.status().message()));
   return s;
 }
 

@@ -38,6 +38,21 @@ std::string GitHubMessage(const std::string& body) {
   return body.substr(0, 200);
 }
 
+}  // namespace
+
+// GitHub's secondary limits: 429, or 403 with Retry-After or saying so in
+// its message (it often sends neither header).
+bool IsSecondaryLimit(const github::ApiResult& r) {
+  if (r.status == 429) return true;
+  if (r.status != 403) return false;
+  if (r.headers.count("retry-after")) return true;
+  std::string message = GitHubMessage(r.body);
+  for (auto& c : message) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return message.find("secondary rate limit") != std::string::npos || message.find("abuse") != std::string::npos;
+}
+
+namespace {
+
 // The verdict of one answer (classified once, here).
 Verdict Classify(const absl::StatusOr<github::ApiResult>& r, const std::string& endpoint) {
   Verdict v;
@@ -59,7 +74,7 @@ Verdict Classify(const absl::StatusOr<github::ApiResult>& r, const std::string& 
     auto it = r->headers.find(name);
     return it == r->headers.end() ? std::string() : it->second;
   };
-  if (r->status == 429 || (r->status == 403 && (!header("retry-after").empty() || header("x-ratelimit-remaining") == "0"))) {
+  if (IsSecondaryLimit(*r) || (r->status == 403 && header("x-ratelimit-remaining") == "0")) {
     v.kind = Kind::kRateLimited;
   } else if (r->status >= 500) {
     v.kind = Kind::kTransient;
@@ -84,12 +99,12 @@ std::string_view KindName(const v1::GitHubRequest& request) {
 }
 
 Executor::Executor(std::unique_ptr<http::Client> client, github::AppCredentials* credentials, Budget* budget,
-                   const Clock* clock, BeforeWrite before_write)
-    : api_(std::move(client), credentials), budget_(budget), clock_(clock), before_write_(std::move(before_write)) {}
+                   const Clock* clock, IsListed listed)
+    : api_(std::move(client), credentials), budget_(budget), clock_(clock), listed_(std::move(listed)) {}
 
-bool Executor::Started(const v1::GitHubRequest& r, Verdict* verdict) {
-  if (started_ || !before_write_) return true;
-  absl::Status s = before_write_(r);
+bool Executor::Started(Verdict* verdict) {
+  if (started_ || !before_write_ || !*before_write_) return true;
+  absl::Status s = (*before_write_)();
   if (!s.ok()) {
     verdict->kind = Kind::kTransient;
     verdict->error = "ledger: " + std::string(s.message());
@@ -109,19 +124,21 @@ std::optional<absl::StatusOr<github::ApiResult>> Executor::Call(const github::Ap
     while (!stop && clock_->Now() < *wait) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (stop) return std::nullopt;
   }
-  if (write && !Started(*current_, verdict)) {
-    budget_->Observe(*installation, write, 0, {});
+  if (write && !Started(verdict)) {
+    budget_->Observe(*installation, write, 0, {}, false);
     return absl::StatusOr<github::ApiResult>(absl::UnavailableError(verdict->error));
   }
   auto result = api_.Call(call);
   budget_->Observe(*installation, write, result.ok() ? result->status : 0,
-                   result.ok() ? result->headers : std::map<std::string, std::string>{});
+                   result.ok() ? result->headers : std::map<std::string, std::string>{},
+                   result.ok() && IsSecondaryLimit(*result));
   return result;
 }
 
-Verdict Executor::Execute(const v1::GitHubRequest& request, const std::atomic<bool>& stop) {
+Verdict Executor::Execute(const v1::GitHubRequest& request, const std::atomic<bool>& stop,
+                          const BeforeWrite& before_write) {
   started_ = false;
-  current_ = &request;
+  before_write_ = &before_write;
   Verdict v;
   switch (request.call_case()) {
     case v1::GitHubRequest::kDispatch: v = Dispatch(request, stop); break;
@@ -133,7 +150,7 @@ Verdict Executor::Execute(const v1::GitHubRequest& request, const std::atomic<bo
       v.kind = Kind::kPermanent;
       v.error = "request names no GitHub call";
   }
-  current_ = nullptr;
+  before_write_ = nullptr;
   return v;
 }
 
@@ -170,41 +187,44 @@ Verdict Executor::Rerun(const std::string& repo, int64_t run_id, const std::atom
 
 Verdict Executor::SuiteRerun(const v1::GitHubRequest& r, const std::atomic<bool>& stop) {
   Verdict stopped;
-  github::ApiCall list{bhttp::verb::get,
-                       "/repos/" + r.repo() + "/check-suites/" + std::to_string(r.suite_rerun().check_suite_id()) +
-                           "/check-runs?per_page=100",
-                       "", r.repo(), {}};
-  RELAY_CALL_OR_STOP(result, list, false);
-  Verdict listed = Classify(result, "GET /repos/{owner}/{repo}/check-suites/{id}/check-runs");
-  if (listed.kind != Kind::kDone) return listed;
-  boost::system::error_code ec;
-  json::value doc = json::parse(result->body, ec);
-  const json::object* o = ec ? nullptr : doc.if_object();
-  const json::value* runs = o ? o->if_contains("check_runs") : nullptr;
-  if (!runs || !runs->is_array()) {
-    listed.kind = Kind::kTransient;
-    listed.error = "check-suite listing without check_runs";
-    return listed;
-  }
-  Verdict last{Kind::kNoOp, listed.http_status, "", listed.endpoint, listed.installation_id};
-  for (const auto& run : runs->as_array()) {
-    if (!run.is_object()) continue;
-    const auto& cr = run.as_object();
-    auto str = [&](const char* k) {
-      auto* v = cr.if_contains(k);
-      return v && v->is_string() ? std::string(v->as_string()) : std::string();
-    };
-    if (const json::value* app = cr.if_contains("app"); app && app->is_object() && !r.suite_rerun().app_id().empty()) {
-      const json::value* id = app->as_object().if_contains("id");
-      if (!id || json::serialize(*id) != r.suite_rerun().app_id()) continue;
+  Verdict last{Kind::kNoOp, 0, "", "GET /repos/{owner}/{repo}/check-suites/{id}/check-runs", 0};
+  for (int page = 1;; ++page) {
+    github::ApiCall list{bhttp::verb::get,
+                         "/repos/" + r.repo() + "/check-suites/" + std::to_string(r.suite_rerun().check_suite_id()) +
+                             "/check-runs?per_page=100&page=" + std::to_string(page),
+                         "", r.repo(), {}};
+    RELAY_CALL_OR_STOP(result, list, false);
+    Verdict listed = Classify(result, "GET /repos/{owner}/{repo}/check-suites/{id}/check-runs");
+    if (listed.kind != Kind::kDone) return listed;
+    boost::system::error_code ec;
+    json::value doc = json::parse(result->body, ec);
+    const json::object* o = ec ? nullptr : doc.if_object();
+    const json::value* runs = o ? o->if_contains("check_runs") : nullptr;
+    if (!runs || !runs->is_array()) {
+      listed.kind = Kind::kTransient;
+      listed.error = "check-suite listing without check_runs";
+      return listed;
     }
-    std::string conclusion = str("conclusion");
-    if (conclusion != "failure" && conclusion != "timed_out" && conclusion != "cancelled") continue;
-    auto ref = ParseCheckRun(str("name"), str("external_id"));
-    if (!ref) continue;
-    Verdict v = Rerun(ref->downstream_repo, ref->run_id, stop);
-    if (v.kind != Kind::kDone && v.kind != Kind::kNoOp) return v;  // retried whole; re-runs are idempotent enough
-    last = v;
+    for (const auto& run : runs->as_array()) {
+      if (!run.is_object()) continue;
+      const auto& cr = run.as_object();
+      auto str = [&](const char* k) {
+        auto* v = cr.if_contains(k);
+        return v && v->is_string() ? std::string(v->as_string()) : std::string();
+      };
+      // Only this app's check runs: one without an app is not ours.
+      const json::value* app = cr.if_contains("app");
+      const json::value* id = app && app->is_object() ? app->as_object().if_contains("id") : nullptr;
+      if (!r.suite_rerun().app_id().empty() && (!id || json::serialize(*id) != r.suite_rerun().app_id())) continue;
+      std::string conclusion = str("conclusion");
+      if (conclusion != "failure" && conclusion != "timed_out" && conclusion != "cancelled") continue;
+      auto ref = ParseCheckRun(str("name"), str("external_id"));
+      if (!ref || (listed_ && !listed_(ref->downstream_repo))) continue;
+      Verdict v = Rerun(ref->downstream_repo, ref->run_id, stop);
+      if (v.kind != Kind::kDone && v.kind != Kind::kNoOp) return v;  // retried whole; a re-run is idempotent enough
+      last = v;
+    }
+    if (runs->as_array().size() < 100) break;
   }
   return last;
 }

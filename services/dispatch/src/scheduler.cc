@@ -45,11 +45,13 @@ Scheduler::Scheduler(SchedulerOptions options, ExecutorFactory executors, const 
 
 Scheduler::~Scheduler() { Stop(); }
 
-void Scheduler::Submit(v1::GitHubRequest request, Done done, std::function<bool()> wanted) {
+void Scheduler::Submit(v1::GitHubRequest request, Done done, std::function<bool()> wanted,
+                       Executor::BeforeWrite before_write) {
   auto job = std::make_shared<Job>();
   job->request = std::move(request);
   job->done = std::move(done);
   job->wanted = std::move(wanted);
+  job->before_write = std::move(before_write);
   Enqueue(std::move(job));
 }
 
@@ -83,6 +85,7 @@ void Scheduler::Finish(std::shared_ptr<Job> job, const Verdict& v, JobResult::Ki
   result.error = v.error;
   result.endpoint = v.endpoint;
   result.installation_id = v.installation_id;
+  result.uncertain_retry = job->maybe_sent && result.attempts > 1;
   result.latency = std::chrono::duration_cast<std::chrono::milliseconds>(clock_->Now() - job->first_attempt);
   latency_.Observe(std::chrono::duration<double>(result.latency).count());
   std::move(job->done)(std::move(result));
@@ -118,7 +121,7 @@ void Scheduler::Work() {
       continue;
     }
     ++job->attempts;
-    Verdict v = executor->Execute(job->request, stop_);
+    Verdict v = executor->Execute(job->request, stop_, job->before_write);
     calls_.Add({{"endpoint", v.endpoint.empty() ? std::string(KindName(job->request)) : v.endpoint},
                 {"status", std::to_string(v.http_status)}})
         .Increment();
@@ -139,6 +142,10 @@ void Scheduler::Work() {
         Enqueue(std::move(job));
         continue;
       case Verdict::Kind::kTransient:
+        // After sending, or a gateway error: GitHub may have it already.
+        if (v.error.find("after sending") != std::string::npos || v.http_status == 502 || v.http_status == 504) {
+          job->maybe_sent = true;
+        }
         break;
     }
     if (stop_) continue;  // stopping: the job is dropped (see Stop)

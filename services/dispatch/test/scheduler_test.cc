@@ -6,15 +6,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "support/fixtures.h"
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-
 #include <boost/json.hpp>
 #include <future>
 
 #include "fake_github.h"
 #include "relay/dispatch/planner.h"
+#include "support/fixtures.h"
 #include "support/timing.h"
 
 namespace relay::dispatch {
@@ -42,7 +39,7 @@ class SchedulerTest : public ::testing::Test {
         options,
         [this] {
           return std::make_unique<Executor>(std::move(*http::Client::New(Origin())), credentials_.get(), budget_.get(),
-                                            &clock_, nullptr);
+                                            &clock_);
         },
         &clock_, &registry_);
   }
@@ -170,6 +167,43 @@ TEST_F(SchedulerTest, RetryAfterIsHonouredAndTheCeilingIsNeverBreached) {
   EXPECT_EQ(r.kind, JobResult::Kind::kDone);
   EXPECT_EQ(r.attempts, 2);
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 950ms);
+}
+
+TEST_F(SchedulerTest, A403SecondaryLimitWithoutRetryAfterPausesEveryone) {
+  // GitHub often answers a secondary limit with a bare 403 and a message.
+  Control(bhttp::verb::post, "/_fake/faults",
+          R"({"path":"dispatches","status":403,"count":1,)"
+          R"("message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again."})");
+  SchedulerOptions o;
+  o.concurrency = 2;
+  BudgetOptions b{1000, 60s};
+  b.secondary_pause = 1500ms;  // a minute in production
+  StartScheduler(o, b);
+  auto t0 = std::chrono::steady_clock::now();
+  JobResult r = Submit(Dispatch("acme/busy", 2, "after-403")).get();
+  EXPECT_EQ(r.kind, JobResult::Kind::kDone) << r.error;
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 1400ms) << "retried before the pause ended";
+  // A 403 that is neither limit is a permanent refusal, not retried.
+  Control(bhttp::verb::post, "/_fake/faults",
+          R"({"path":"dispatches","status":403,"count":1,"message":"Resource not accessible by integration"})");
+  r = Submit(Dispatch("acme/busy", 2, "forbidden")).get();
+  EXPECT_EQ(r.kind, JobResult::Kind::kFailed);
+  EXPECT_EQ(r.attempts, 1);
+}
+
+TEST(IsSecondaryLimitTest, ReadsStatusHeaderAndMessage) {
+  auto answer = [](unsigned status, std::map<std::string, std::string> headers, std::string body) {
+    return github::ApiResult{status, std::move(headers), std::move(body), 0};
+  };
+  EXPECT_TRUE(IsSecondaryLimit(answer(429, {}, "")));
+  EXPECT_TRUE(IsSecondaryLimit(answer(403, {{"retry-after", "30"}}, "")));
+  EXPECT_TRUE(IsSecondaryLimit(answer(403, {}, R"({"message":"You have exceeded a Secondary Rate Limit."})")));
+  EXPECT_TRUE(IsSecondaryLimit(answer(403, {}, R"({"message":"You have triggered an abuse detection mechanism."})")));
+  EXPECT_FALSE(IsSecondaryLimit(answer(403, {}, R"({"message":"Resource not accessible by integration"})")));
+  EXPECT_FALSE(IsSecondaryLimit(answer(403, {{"x-ratelimit-remaining", "0"}}, "")))
+      << "a primary limit: its reset, not a pause for everyone";
+  EXPECT_FALSE(IsSecondaryLimit(answer(500, {{"retry-after", "1"}}, "")));
 }
 
 TEST_F(SchedulerTest, ThePrimaryLimitIsNeverExceeded) {

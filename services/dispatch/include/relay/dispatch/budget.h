@@ -3,6 +3,7 @@
 //     limit: 80 a minute by default). A write counts from when it is granted
 //     until a window after its answer: GitHub counts it on arrival, which
 //     is somewhere in between, so no window GitHub sees can hold more;
+//   - no more than max_writes_per_hour (GitHub: 500) over a sliding hour;
 //   - each installation's primary limit, from the X-RateLimit-Remaining and
 //     X-RateLimit-Reset of its answers (counting calls still in flight);
 //   - a pause for everyone after a secondary-limit answer (403/429 with
@@ -25,6 +26,10 @@ namespace relay::dispatch {
 struct BudgetOptions {
   int64_t max_writes_per_window = 80;
   std::chrono::milliseconds window{60'000};
+  // GitHub's second content-creation limit: 500 an hour.
+  int64_t max_writes_per_hour = 500;
+  // The pause after a secondary-limit answer without Retry-After.
+  std::chrono::milliseconds secondary_pause{60'000};
 };
 
 class Budget {
@@ -38,7 +43,9 @@ class Budget {
   std::optional<TimePoint> Acquire(int64_t installation, bool write);
   // The call granted by Acquire (with the same `write`) ended with these
   // answer headers (lower-case names; status 0 when there was no answer).
-  void Observe(int64_t installation, bool write, unsigned status, const std::map<std::string, std::string>& headers);
+  // `secondary`: the answer was a secondary rate limit (IsSecondaryLimit).
+  void Observe(int64_t installation, bool write, unsigned status, const std::map<std::string, std::string>& headers,
+               bool secondary);
 
   // For /metrics: primary calls left for an installation (-1 unknown) and
   // writes left in the current window.
@@ -58,6 +65,7 @@ class Budget {
   mutable std::mutex mu_;
   mutable std::deque<TimePoint> writes_;  // answered writes, by answer time, in the current window
   int64_t writes_in_flight_ = 0;          // granted, not answered yet
+  mutable std::deque<TimePoint> hour_;    // answered writes of the last hour
   std::map<int64_t, Primary> primary_;
   TimePoint paused_until_{};
 };

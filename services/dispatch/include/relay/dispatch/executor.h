@@ -33,17 +33,25 @@ struct Verdict {
 
 std::string_view KindName(const v1::GitHubRequest& request);  // dispatch | rerun | suite_rerun | check_run | comment
 
+// A 429, or a 403 that is a secondary rate limit (Retry-After, or GitHub's
+// message saying so: it often sends no header).
+bool IsSecondaryLimit(const github::ApiResult& result);
+
 class Executor {
  public:
   // Called just before the request's first write goes out (the ledger's
-  // STARTED mark); an error makes the verdict transient without a call.
-  using BeforeWrite = std::function<absl::Status(const v1::GitHubRequest&)>;
+  // STARTED mark, which may also refuse a write no longer wanted); an error
+  // makes the verdict transient without a call.
+  using BeforeWrite = std::function<absl::Status()>;
+  // Whether a repo is one the relay may write to (suite re-runs reach
+  // repos named by check runs); empty: every repo.
+  using IsListed = std::function<bool(const std::string& repo)>;
 
   Executor(std::unique_ptr<http::Client> client, github::AppCredentials* credentials, Budget* budget,
-           const Clock* clock, BeforeWrite before_write);
+           const Clock* clock, IsListed listed = {});
 
   // `stop` ends budget waits early (the verdict is then transient).
-  Verdict Execute(const v1::GitHubRequest& request, const std::atomic<bool>& stop);
+  Verdict Execute(const v1::GitHubRequest& request, const std::atomic<bool>& stop, const BeforeWrite& before_write);
 
  private:
   // One call under the budget; nullopt when stopped while waiting.
@@ -54,14 +62,14 @@ class Executor {
   Verdict SuiteRerun(const v1::GitHubRequest& r, const std::atomic<bool>& stop);
   Verdict CheckRun(const v1::GitHubRequest& r, const std::atomic<bool>& stop);
   Verdict Comment(const v1::GitHubRequest& r, const std::atomic<bool>& stop);
-  bool Started(const v1::GitHubRequest& r, Verdict* verdict);
+  bool Started(Verdict* verdict);
 
   github::Api api_;
   Budget* budget_;
   const Clock* clock_;
-  BeforeWrite before_write_;
-  bool started_ = false;  // before_write ran for the request in hand
-  const v1::GitHubRequest* current_ = nullptr;
+  IsListed listed_;
+  const BeforeWrite* before_write_ = nullptr;  // of the request in hand
+  bool started_ = false;                       // before_write ran for it
 };
 
 }  // namespace relay::dispatch

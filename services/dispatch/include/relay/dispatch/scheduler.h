@@ -37,6 +37,10 @@ struct JobResult {
   Kind kind = Kind::kFailed;
   unsigned http_status = 0;
   int attempts = 0;
+  // A transient failure after the request may have reached GitHub (a
+  // timeout or reset after sending, a 502/504) was retried: GitHub may have
+  // taken it twice.
+  bool uncertain_retry = false;
   std::string error;
   std::string endpoint;
   int64_t installation_id = 0;
@@ -60,7 +64,9 @@ class Scheduler {
 
   // `done` runs once, on a worker thread, with the final result.
   // `wanted`, when given, is asked before every attempt; false cancels.
-  void Submit(v1::GitHubRequest request, Done done, std::function<bool()> wanted = {});
+  // `before_write` runs just before the job's first write (Executor).
+  void Submit(v1::GitHubRequest request, Done done, std::function<bool()> wanted = {},
+              Executor::BeforeWrite before_write = {});
   // Stops taking jobs; waits for calls in progress (their results still
   // come); jobs still queued are dropped without a result (the input that
   // asked for them was not committed, so it asks again after a restart).
@@ -72,7 +78,9 @@ class Scheduler {
     v1::GitHubRequest request;
     Done done;
     std::function<bool()> wanted;
+    Executor::BeforeWrite before_write;
     int attempts = 0;
+    bool maybe_sent = false;  // an earlier attempt may have reached GitHub
     std::chrono::steady_clock::time_point first_attempt{};
     std::chrono::milliseconds backoff{0};
   };

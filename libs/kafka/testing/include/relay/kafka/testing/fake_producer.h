@@ -24,8 +24,15 @@ class FakeProducer final : public Producer {
     std::unique_lock lock(mu_);
     sent_.push_back(record);
     if (mode_ == Mode::kAuto) {
-      absl::Status s = auto_status_;
-      if (auto it = topic_status_.find(record.topic); it != topic_status_.end()) s = it->second;
+      const absl::Status& set = [&]() -> const absl::Status& {
+        auto it = topic_status_.find(record.topic);
+        return it != topic_status_.end() ? it->second : auto_status_;
+      }();
+      // A fresh Status, not a copy: a copy shares its message with the one
+      // stored here, and its reference count lives in the uninstrumented
+      // absl library, so TSan would see a test replacing the stored status
+      // as a race with the copy's reader.
+      absl::Status s(set.code(), set.message());
       lock.unlock();
       Ack(record, s, std::move(done));
       return;
