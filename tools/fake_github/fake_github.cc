@@ -1,5 +1,6 @@
 #include "fake_github.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include <boost/json.hpp>
+#include <boost/url/parse.hpp>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
@@ -49,16 +51,23 @@ http::Response Message(unsigned status, const std::string& message) {
   return Json(status, json::object{{"message", message}, {"documentation_url", "https://docs.github.com/rest"}});
 }
 
-std::string UrlDecode(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size()) {
-      out.push_back(static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16)));
-      i += 2;
-    } else {
-      out.push_back(s[i] == '+' ? ' ' : s[i]);
-    }
-  }
+// A query parameter of a request target, decoded; "" when absent.
+std::string Query(const std::string& target, std::string_view name) {
+  auto url = boost::urls::parse_origin_form(target);
+  if (!url) return "";
+  auto params = url->params();
+  auto it = params.find(name);
+  return it == params.end() ? "" : std::string((*it).value);
+}
+
+// One page of a listing, as GitHub pages it (per_page 30 by default, at
+// most 100; page from 1).
+json::array Page(const json::array& all, const std::string& target) {
+  int64_t per_page = std::clamp<int64_t>(std::atoll(Query(target, "per_page").c_str()), 0, 100);
+  if (per_page == 0) per_page = 30;
+  int64_t page = std::max<int64_t>(std::atoll(Query(target, "page").c_str()), 1);
+  json::array out;
+  for (int64_t i = (page - 1) * per_page; i < std::min<int64_t>(page * per_page, all.size()); ++i) out.push_back(all[i]);
   return out;
 }
 
@@ -496,18 +505,22 @@ class FakeImpl final : public FakeGitHub {
       return Json(200, CheckRunJson(it->second));
     }
     if (seg.size() == 6 && seg[3] == "commits" && seg[5] == "check-runs" && m == bhttp::verb::get) {
-      std::string name;
-      if (auto q = call->path.find("check_name="); q != std::string::npos) {
-        name = UrlDecode(call->path.substr(q + 11, call->path.find('&', q) - q - 11));
-      }
+      std::string name = Query(call->path, "check_name");
+      // GitHub's default filter (latest) lists only the newest run of each name.
+      bool all = Query(call->path, "filter") == "all";
+      std::map<std::string, const CheckRun*> latest;
       json::array runs;
       for (const auto& [id, cr] : check_runs_) {
         if (cr.head_sha == seg[4] && absl::AsciiStrToLower(cr.repo) == absl::AsciiStrToLower(call->repo) &&
             (name.empty() || cr.name == name)) {
-          runs.push_back(CheckRunJson(cr));
+          if (all) runs.push_back(CheckRunJson(cr));
+          latest[cr.name] = &cr;  // ids ascend
         }
       }
-      return Json(200, json::object{{"total_count", runs.size()}, {"check_runs", runs}});
+      if (!all) {
+        for (const auto& [n, cr] : latest) runs.push_back(CheckRunJson(*cr));
+      }
+      return Json(200, json::object{{"total_count", runs.size()}, {"check_runs", Page(runs, call->path)}});
     }
     if (seg.size() == 6 && seg[3] == "check-suites" && seg[5] == "check-runs" && m == bhttp::verb::get) {
       // The fake's suites: one per head sha; the suite id is in check_suite_of.
@@ -515,7 +528,7 @@ class FakeImpl final : public FakeGitHub {
       for (const auto& [id, cr] : check_runs_) {
         if (SuiteId(cr.repo, cr.head_sha) == std::atoll(seg[4].c_str())) runs.push_back(CheckRunJson(cr));
       }
-      return Json(200, json::object{{"total_count", runs.size()}, {"check_runs", runs}});
+      return Json(200, json::object{{"total_count", runs.size()}, {"check_runs", Page(runs, call->path)}});
     }
     // Issue comments.
     if (seg.size() == 6 && seg[3] == "issues" && seg[5] == "comments") {
@@ -527,7 +540,7 @@ class FakeImpl final : public FakeGitHub {
             out.push_back(json::object{{"id", c.id}, {"body", c.body}});
           }
         }
-        return Json(200, out);
+        return Json(200, Page(out, call->path));
       }
       if (m == bhttp::verb::post) {
         auto* b = body->if_contains("body");

@@ -233,9 +233,11 @@ Verdict Executor::CheckRun(const v1::GitHubRequest& r, const std::atomic<bool>& 
   Verdict stopped;
   const auto& c = r.check_run();
   // Found again by external_id: a retry or a replay updates the one there is.
+  // filter=all: GitHub's default (latest) lists only the newest run of a
+  // name, and a job's re-run attempts share its name.
   github::ApiCall find{bhttp::verb::get,
                        "/repos/" + r.repo() + "/commits/" + c.head_sha() + "/check-runs?check_name=" +
-                           UrlEncode(c.name()) + "&per_page=100",
+                           UrlEncode(c.name()) + "&filter=all&per_page=100",
                        "", r.repo(), {}};
   RELAY_CALL_OR_STOP(found, find, false);
   Verdict looked = Classify(found, "GET /repos/{owner}/{repo}/commits/{ref}/check-runs");

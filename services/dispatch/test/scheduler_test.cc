@@ -222,15 +222,15 @@ TEST_F(SchedulerTest, ThePrimaryLimitIsNeverExceeded) {
 
 TEST_F(SchedulerTest, CheckRunsAndCommentsAreFoundAgainNotDuplicated) {
   StartScheduler(SchedulerOptions{});
-  auto check = [](const std::string& status, const std::string& conclusion) {
+  auto check = [](const std::string& status, const std::string& conclusion, const std::string& attempt = "1") {
     v1::GitHubRequest r;
-    r.set_id("cr-" + status);
+    r.set_id("cr-" + status + "-" + attempt);
     r.set_repo("pytorch/pytorch");
     r.set_level(3);
     auto* c = r.mutable_check_run();
     c->set_name(CheckRunName("intel/l3", "ci", "build"));
     c->set_head_sha("abc123");
-    c->set_external_id("555/1/build");
+    c->set_external_id("555/" + attempt + "/build");
     c->set_status(status);
     c->set_conclusion(conclusion);
     c->set_details_url("https://github.com/intel/l3/actions/runs/555");
@@ -249,6 +249,21 @@ TEST_F(SchedulerTest, CheckRunsAndCommentsAreFoundAgainNotDuplicated) {
   }
   EXPECT_EQ(creates, 1);
   EXPECT_EQ(updates, 1);
+  // A re-run attempt is a check run of its own with the same name; the
+  // first attempt's is still found (GitHub lists only the newest of a name
+  // unless asked for all).
+  ASSERT_EQ(Submit(check("in_progress", "", "2")).get().kind, JobResult::Kind::kDone);
+  auto again = check("completed", "failure");
+  again.set_id("cr-again");
+  JobResult first = Submit(again).get();
+  ASSERT_EQ(first.kind, JobResult::Kind::kDone);
+  EXPECT_EQ(first.endpoint, "PATCH /repos/{owner}/{repo}/check-runs/{id}");
+  creates = 0;
+  calls = Control(bhttp::verb::get, "/_fake/calls").as_array();
+  for (const auto& c : calls) {
+    creates += c.at("endpoint").as_string() == "POST /repos/{owner}/{repo}/check-runs";
+  }
+  EXPECT_EQ(creates, 2);
 
   auto comment = [](const std::string& body) {
     v1::GitHubRequest r;
