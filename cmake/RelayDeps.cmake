@@ -1,6 +1,6 @@
 # Every third-party dependency is found here, once. All come from Debian's
 # packages (tools/install-deps). find_package where a CMake package ships,
-# pkg-config otherwise (librdkafka; gRPC later).
+# pkg-config otherwise (librdkafka, gRPC, expat).
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 find_package(OpenSSL 3 REQUIRED)
@@ -11,6 +11,8 @@ find_package(simdjson REQUIRED)
 find_package(prometheus-cpp REQUIRED)
 find_package(Boost 1.81 REQUIRED COMPONENTS json url)
 pkg_check_modules(RDKAFKA REQUIRED IMPORTED_TARGET rdkafka)
+pkg_check_modules(EXPAT REQUIRED IMPORTED_TARGET expat)
+find_package(ZLIB REQUIRED)
 # tcmalloc for service binaries: glibc malloc was ~17% of intake's CPU at
 # saturation (buffers allocated on I/O threads, freed on Kafka's); tcmalloc
 # measured +8% throughput. Not with sanitizers, which bring their own.
