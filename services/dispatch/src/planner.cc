@@ -16,16 +16,6 @@ constexpr size_t kMaxSlimLabels = 100;
 
 bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
-std::vector<std::string_view> Split(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  for (size_t start = 0;;) {
-    size_t end = s.find(sep, start);
-    out.push_back(s.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
-    if (end == std::string_view::npos) return out;
-    start = end + 1;
-  }
-}
-
 std::string Lower(std::string_view s) { return absl::AsciiStrToLower(absl::string_view(s.data(), s.size())); }
 
 std::string Quote(std::string_view s) { return json::serialize(json::string_view(s.data(), s.size())); }
@@ -115,33 +105,6 @@ std::vector<std::string> CrcrDevices(const json::object* pr) {
 }
 
 }  // namespace
-
-std::string RequestId(std::initializer_list<std::string_view> parts) {
-  std::string joined;
-  for (auto p : parts) {
-    joined.append(p.data(), p.size());
-    joined.push_back('\n');
-  }
-  auto digest = github::Sha256(joined);
-  return github::Hex(std::string_view(reinterpret_cast<const char*>(digest.data()), digest.size()));
-}
-
-std::string CheckRunName(std::string_view downstream_repo, std::string_view workflow, std::string_view job) {
-  return "crcr/" + std::string(downstream_repo) + "/" + std::string(workflow) + "/" + std::string(job);
-}
-
-std::optional<CheckRunRef> ParseCheckRun(std::string_view name, std::string_view external_id) {
-  if (!StartsWith(name, "crcr/")) return std::nullopt;
-  std::vector<std::string_view> parts = Split(name.substr(5), '/');
-  std::vector<std::string_view> ext = Split(external_id, '/');
-  if (parts.size() < 4 || parts[0].empty() || parts[1].empty() || ext.size() < 3) return std::nullopt;
-  CheckRunRef ref;
-  ref.downstream_repo = std::string(parts[0]) + "/" + std::string(parts[1]);
-  if (!absl::SimpleAtoi(absl::string_view(ext[0].data(), ext[0].size()), &ref.run_id) || ref.run_id <= 0) {
-    return std::nullopt;
-  }
-  return ref;
-}
 
 ClientPayload BuildDispatchBody(const std::string& event, const std::string& delivery_id,
                                 const std::string& payload_json, const std::string& relay_token) {

@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "relay/allowlist/allowlist.h"
 #include "relay/auth/relay_token.h"
+#include "relay/github/check_runs.h"
 #include "relay/v1/dispatch.pb.h"
 #include "relay/v1/github.pb.h"
 #include "relay/v1/webhook.pb.h"
@@ -57,15 +58,10 @@ struct ClientPayload {
 ClientPayload BuildDispatchBody(const std::string& event, const std::string& delivery_id,
                                 const std::string& payload_json, const std::string& relay_token);
 
-// Deterministic request id: hex SHA-256 of the parts, '\n'-joined.
-std::string RequestId(std::initializer_list<std::string_view> parts);
-
-// "crcr/<owner>/<repo>/<workflow>/<job>" and external id "<run_id>/<attempt>/<job>".
-std::string CheckRunName(std::string_view downstream_repo, std::string_view workflow, std::string_view job);
-struct CheckRunRef {
-  std::string downstream_repo;
-  int64_t run_id = 0;
-};
-std::optional<CheckRunRef> ParseCheckRun(std::string_view name, std::string_view external_id);
+// Shared with the collector (libs/github/check_runs.h).
+using github::CheckRunName;
+using github::CheckRunRef;
+using github::ParseCheckRun;
+using github::RequestId;
 
 }  // namespace relay::dispatch
