@@ -12,6 +12,7 @@
 
 #include "relay/kafka/admin.h"
 #include "relay/kafka/consumer.h"
+#include "relay/kafka/follower.h"
 #include "relay/kafka/reader.h"
 #include "relay/kafka/producer.h"
 #include "support/kafka_admin.h"
@@ -460,6 +461,55 @@ TEST(ReaderIT, ReadsToTheEndSeenAtTheStartAndAdminDescribesTopics) {
   EXPECT_TRUE(webhooks->configs.count("max.message.bytes"));
   EXPECT_TRUE(CheckTopicAccepts(*webhooks, 25 * 1024 * 1024).ok()) << CheckTopicAccepts(*webhooks, 25 * 1024 * 1024);
   EXPECT_TRUE(absl::IsNotFound((*admin)->DescribeTopic("it.no.such.topic", 10s).status()));
+}
+
+// A follower from the beginning sees what was there, says when it caught
+// up, then sees new records; one from the end sees only new records.
+TEST(FollowerIT, FromTheBeginningCatchesUpThenFollowsFromTheEndOnlyNew) {
+  std::string topic = NewTopic("follow", 3);
+  auto producer = NewProducer();
+  std::vector<std::string> before;
+  for (int i = 0; i < 100; ++i) before.push_back("old" + std::to_string(i));
+  ProduceAll(*producer, topic, before);
+  std::mutex mu;
+  std::set<std::string> all, fresh;
+  FollowerOptions fo;
+  fo.bootstrap = relay::testing::FixtureBootstrap();
+  fo.topic = topic;
+  fo.from_beginning = true;
+  auto all_follower = NewKafkaFollower(fo, [&](const ConsumedRecord& r) {
+    std::lock_guard lock(mu);
+    all.insert(r.value);
+  });
+  ASSERT_TRUE(all_follower.ok()) << all_follower.status();
+  fo.from_beginning = false;
+  auto new_follower = NewKafkaFollower(fo, [&](const ConsumedRecord& r) {
+    std::lock_guard lock(mu);
+    fresh.insert(r.value);
+  });
+  ASSERT_TRUE(new_follower.ok());
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (!((*all_follower)->CaughtUp() && (*new_follower)->CaughtUp()) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE((*all_follower)->CaughtUp());
+  ASSERT_TRUE((*new_follower)->CaughtUp());
+  {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(all.size(), 100u) << "caught up before every old record was handed over";
+  }
+  EXPECT_TRUE((*all_follower)->Health().ok()) << (*all_follower)->Health();
+  ProduceAll(*producer, topic, {"new1", "new2", "new3"});
+  while (std::chrono::steady_clock::now() < deadline) {
+    {
+      std::lock_guard lock(mu);
+      if (all.size() == 103 && fresh.size() == 3) break;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  std::lock_guard lock(mu);
+  EXPECT_EQ(all.size(), 103u);
+  EXPECT_EQ(fresh, (std::set<std::string>{"new1", "new2", "new3"}));
 }
 
 }  // namespace

@@ -33,6 +33,11 @@ const std::set<std::string>& SuiteKeys() {
       "github.max_concurrency", "github.write_window", "github.request_timeout", "github.retry_deadline",
       "github.ca_file", "allowlist.file", "allowlist.reload_interval", "tokens.keys_file", "tokens.ttl",
       "dispatch.upstream_repo", "dispatch.batch_records", "dispatch.batch_wait",
+      // relay-collector
+      "collector.oidc.issuer", "collector.oidc.audience", "collector.oidc.jwks_url", "collector.oidc.jwks_file",
+      "collector.providers_file", "collector.zombie_timeout", "collector.sweep_interval",
+      "collector.allow_missing_relay_token", "collector.rate_per_repo", "collector.burst_per_repo",
+      "collector.decision_timeout", "collector.history", "collector.batch_records",
   };
   return kKeys;
 }

@@ -1,0 +1,719 @@
+#include "relay/collector/collector_service.h"
+
+#include <openssl/rand.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include <boost/json.hpp>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+#include "relay/allowlist/allowlist.h"
+#include "relay/auth/oidc.h"
+#include "relay/auth/relay_token.h"
+#include "relay/base/log.h"
+#include "relay/base/status.h"
+#include "relay/collector/callback.h"
+#include "relay/collector/jobs.h"
+#include "relay/github/webhook_signature.h"
+#include "relay/kafka/follower.h"
+#include "relay/kafka/reader.h"
+#include "relay/v1/collector.pb.h"
+#include "relay/v1/dispatch.pb.h"
+
+namespace relay::collector {
+namespace {
+
+using namespace std::chrono_literals;
+namespace bhttp = boost::beast::http;
+
+std::string JsonString(std::string_view s) { return boost::json::serialize(boost::json::string_view(s.data(), s.size())); }
+
+std::string RandomId() {
+  unsigned char bytes[16];
+  if (RAND_bytes(bytes, sizeof bytes) != 1) {
+    // OpenSSL's generator does not fail once seeded; fall back to the
+    // clock and a counter rather than answer nothing.
+    static std::atomic<uint64_t> n{0};
+    uint64_t parts[2] = {static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()), ++n};
+    std::memcpy(bytes, parts, sizeof bytes);
+  }
+  return github::Hex(std::string_view(reinterpret_cast<const char*>(bytes), sizeof bytes));
+}
+
+std::string Sha256Hex(std::string_view data) {
+  auto digest = github::Sha256(data);
+  return github::Hex(std::string_view(reinterpret_cast<const char*>(digest.data()), digest.size()));
+}
+
+// Per-repo token buckets: a matrix may report all at once (the burst), a
+// runaway workflow may not flood the relay (the rate).
+class RepoRateLimiter {
+ public:
+  RepoRateLimiter(double rate, double burst) : rate_(rate), burst_(burst) {}
+  // 0 when allowed; otherwise the seconds to wait before a token is free.
+  int Take(const std::string& repo, std::chrono::steady_clock::time_point now) {
+    std::lock_guard lock(mu_);
+    auto [it, fresh] = buckets_.try_emplace(repo, Bucket{burst_, now});
+    Bucket& b = it->second;
+    if (!fresh) {
+      double elapsed = std::chrono::duration<double>(now - b.at).count();
+      b.tokens = std::min(burst_, b.tokens + elapsed * rate_);
+      b.at = now;
+    }
+    if (b.tokens >= 1) {
+      b.tokens -= 1;
+      return 0;
+    }
+    return std::max(1, static_cast<int>(std::ceil((1 - b.tokens) / rate_)));
+  }
+
+ private:
+  struct Bucket {
+    double tokens;
+    std::chrono::steady_clock::time_point at;
+  };
+  const double rate_, burst_;
+  std::mutex mu_;
+  std::unordered_map<std::string, Bucket> buckets_;
+};
+
+// One ci.callbacks partition this instance owns.
+struct Partition {
+  std::mutex mu;  // the consumer thread decides, the sweeper looks
+  Jobs jobs;
+  std::map<std::string, std::chrono::steady_clock::time_point> sweep_asked;  // job id -> when
+};
+
+class CollectorService final : public service::Service {
+ public:
+  static absl::StatusOr<std::unique_ptr<service::Service>> Start(CollectorSettings settings,
+                                                                  service::Runtime& runtime) {
+    std::unique_ptr<CollectorService> svc(new CollectorService(std::move(settings), runtime));
+    RELAY_RETURN_IF_ERROR(svc->Wire(runtime));
+    return std::unique_ptr<service::Service>(std::move(svc));
+  }
+
+  ~CollectorService() override {
+    Stop();
+    decisions_.reset();
+    labels_.reset();
+    producer_.reset();
+  }
+
+  bool Drain(std::chrono::milliseconds budget) override {
+    auto deadline = std::chrono::steady_clock::now() + budget;
+    Stop();
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    absl::Status flushed = producer_->Flush(std::max(left, 1000ms));
+    if (!flushed.ok()) log::Error("producer flush incomplete", {{"error", std::string(flushed.message())}});
+    return flushed.ok();
+  }
+
+ private:
+  CollectorService(CollectorSettings settings, service::Runtime& runtime)
+      : settings_(std::move(settings)),
+        clock_(&runtime.clock()),
+        limiter_(settings_.rate_per_repo, settings_.burst_per_repo),
+        callbacks_(prometheus::BuildCounter()
+                       .Name("relay_collector_callbacks_total")
+                       .Help("Callbacks answered, by outcome (accepted, replayed, ignored, refused, unavailable) and "
+                             "reason (ok, bad_token, not_allowed, bad_body, relay_token, rate_limited, no_dispatch, "
+                             "conflict, token_reused, not_durable, no_decision)")
+                       .Register(runtime.metrics())),
+        tokens_refused_(prometheus::BuildCounter()
+                            .Name("relay_collector_relay_tokens_refused_total")
+                            .Help("Relay tokens refused, by reason (missing, invalid, other_repo, other_delivery)")
+                            .Register(runtime.metrics())),
+        jwks_(prometheus::BuildCounter()
+                  .Name("relay_collector_jwks_refreshes_total")
+                  .Help("JWKS fetches by result (ok, failed)")
+                  .Register(runtime.metrics())),
+        sweeps_(prometheus::BuildCounter()
+                    .Name("relay_collector_sweeps_total")
+                    .Help("Zombie sweeps: jobs asked to time out (requested) and timed out (timed_out)")
+                    .Register(runtime.metrics())),
+        jobs_gauge_(prometheus::BuildGauge()
+                        .Name("relay_collector_jobs")
+                        .Help("Jobs held by the partitions this instance owns")
+                        .Register(runtime.metrics())
+                        .Add({})) {
+    for (const char* r : {"missing", "invalid", "other_repo", "other_delivery"}) tokens_refused_.Add({{"reason", r}});
+    for (const char* r : {"requested", "timed_out"}) sweeps_.Add({{"result", r}});
+  }
+
+  absl::Status Wire(service::Runtime& runtime) {
+    const auto& s = settings_;
+    auto& metrics = runtime.metrics();
+    RELAY_ASSIGN_OR_RETURN(allowlist_, allowlist::AllowlistFile::Open(s.allowlist_file, &metrics));
+    RELAY_ASSIGN_OR_RETURN(auth::RelayTokenKeys keys, auth::RelayTokenKeys::Load(s.token_keys_file));
+    keys_ = std::make_unique<auth::RelayTokenKeys>(std::move(keys));
+    std::vector<auth::OidcIssuer> issuers;
+    if (!s.oidc_audience.empty()) {
+      auth::OidcIssuer gha;
+      gha.issuer = s.oidc_issuer;
+      gha.audience = s.oidc_audience;
+      gha.jwks_url = s.oidc_jwks_url;
+      gha.jwks_file = s.oidc_jwks_file;
+      issuers.push_back(std::move(gha));
+    }
+    if (!s.providers_file.empty()) {
+      RELAY_ASSIGN_OR_RETURN(auto more, auth::LoadOidcProviders(s.providers_file));
+      for (auto& i : more) issuers.push_back(std::move(i));
+    }
+    if (issuers.empty()) {
+      return absl::InvalidArgumentError("no OIDC issuer: set collector.oidc.audience (and jwks) or collector.providers_file");
+    }
+    RELAY_ASSIGN_OR_RETURN(oidc_, auth::OidcVerifier::New(std::move(issuers), {}, clock_));
+    if (auto st = oidc_->Prefetch(); !st.ok()) {
+      // Not fatal: the issuer may be down now; Verify fetches again.
+      log::Warn("JWKS not loaded at start", {{"error", std::string(st.message())}});
+    }
+
+    RELAY_ASSIGN_OR_RETURN(producer_, runtime.factories().producer(s.kafka, &metrics));
+    RELAY_ASSIGN_OR_RETURN(reader_, runtime.factories().reader(s.kafka.bootstrap));
+    // A repo's callbacks, dispatches and job state must share a partition
+    // number (the same key and partitioner put a repo in the same one).
+    RELAY_ASSIGN_OR_RETURN(int callbacks, reader_->Partitions(s.topics.callbacks));
+    for (const std::string* t : {&s.topics.dispatches, &s.topics.state}) {
+      RELAY_ASSIGN_OR_RETURN(int n, reader_->Partitions(*t));
+      if (n != callbacks) {
+        return absl::FailedPreconditionError(*t + " has " + std::to_string(n) + " partitions and " + s.topics.callbacks +
+                                             " " + std::to_string(callbacks) +
+                                             ": they must be equal (a repo's records share a partition number)");
+      }
+    }
+
+    kafka::FollowerOptions fo;
+    fo.bootstrap = s.kafka.bootstrap;
+    fo.client_id = s.kafka.client_id + "-decisions";
+    fo.topic = s.topics.decisions;
+    fo.from_beginning = false;
+    fo.max_fetch_wait = 5ms;
+    RELAY_ASSIGN_OR_RETURN(decisions_, kafka::NewKafkaFollower(fo, [this](const kafka::ConsumedRecord& r) { OnDecision(r); }));
+    fo.client_id = s.kafka.client_id + "-labels";
+    fo.topic = s.topics.labels;
+    fo.from_beginning = true;
+    fo.max_fetch_wait = 100ms;
+    RELAY_ASSIGN_OR_RETURN(labels_, kafka::NewKafkaFollower(fo, [this](const kafka::ConsumedRecord& r) { OnLabels(r); }));
+
+    kafka::ConsumerOptions co;
+    co.bootstrap = s.kafka.bootstrap;
+    co.group_id = s.group_id;
+    co.client_id = s.kafka.client_id;
+    co.topics = {s.topics.callbacks, s.topics.dispatches};
+    co.retry_backoff_min = 100ms;
+    co.retry_backoff_max = 2s;
+    // Range hands partition p of both topics to the same member.
+    co.extra["partition.assignment.strategy"] = "range";
+    co.extra["session.timeout.ms"] = std::to_string(s.session_timeout.count());
+    co.extra["heartbeat.interval.ms"] = std::to_string(std::max<int64_t>(1000, s.session_timeout.count() / 3));
+    co.extra["fetch.wait.max.ms"] = "5";
+    co.on_assign = [this](const std::vector<kafka::TopicPartition>& tps) { return Assigned(tps); };
+    co.on_revoke = [this](const std::vector<kafka::TopicPartition>& tps) { Revoked(tps); };
+    RELAY_ASSIGN_OR_RETURN(consumer_, runtime.factories().consumer(co, producer_.get(), &metrics));
+
+    runtime.router().Add(
+        bhttp::verb::post, "/github/callback",
+        [this](http::Request&& r, http::Responder resp) { HandleCallback(std::move(r), std::move(resp)); },
+        kMaxCallbackBytes);
+    runtime.AddReadinessCheck("kafka", [p = producer_.get()] {
+      return p->Connected() ? absl::OkStatus() : absl::UnavailableError("no broker connection");
+    });
+    runtime.AddReadinessCheck("consumer", [c = consumer_.get()] { return c->Health(); });
+    runtime.AddReadinessCheck("decisions", [this] {
+      RELAY_RETURN_IF_ERROR(decisions_->Health());
+      return decisions_->CaughtUp() ? absl::OkStatus() : absl::UnavailableError("not yet following " + settings_.topics.decisions);
+    });
+    runtime.AddReadinessCheck("labels", [this] {
+      RELAY_RETURN_IF_ERROR(labels_->Health());
+      return labels_->CaughtUp() ? absl::OkStatus() : absl::UnavailableError("still reading " + settings_.topics.labels);
+    });
+    runtime.Every(s.allowlist_reload, [this] { (void)allowlist_->Refresh(); });
+    runtime.Every(200ms, [this] { ExpireWaiters(); });
+    runtime.Every(s.sweep_interval, [this] { Sweep(); });
+    runtime.Every(1s, [this] {
+      int64_t ok = oidc_->refreshes(), failed = oidc_->refresh_failures();
+      jwks_.Add({{"result", "ok"}}).Increment(static_cast<double>(ok - jwks_seen_ok_));
+      jwks_.Add({{"result", "failed"}}).Increment(static_cast<double>(failed - jwks_seen_failed_));
+      jwks_seen_ok_ = ok;
+      jwks_seen_failed_ = failed;
+    });
+
+    kafka::BatchOptions batches;
+    batches.max_records = s.batch_records;
+    batches.max_wait = 2ms;  // a caller is waiting for each decision
+    consumer_thread_ = std::thread([this, batches] {
+      absl::Status ended = consumer_->RunBatches(batches, [this](kafka::Batch& b) { return HandleBatch(b); });
+      if (!ended.ok()) log::Error("consumer stopped", {{"error", std::string(ended.message())}});
+    });
+    log::Info("relay-collector configured", {{"partitions", callbacks},
+                                             {"repos", static_cast<int64_t>(allowlist_->Current()->entries().size())},
+                                             {"legacy_tokenless", s.allow_missing_relay_token}});
+    return absl::OkStatus();
+  }
+
+  void Stop() {
+    if (stopping_.exchange(true)) return;
+    if (consumer_) consumer_->Stop();
+    if (consumer_thread_.joinable()) consumer_thread_.join();
+    std::unordered_map<std::string, Waiter> left;
+    {
+      std::lock_guard lock(waiters_mu_);
+      left.swap(waiters_);
+    }
+    for (auto& [id, w] : left) w.responder.Send(Unavailable("the collector is shutting down; retry"));
+  }
+
+  // --- the receiving side (HTTP threads) ------------------------------------
+
+  struct Waiter {
+    http::Responder responder;
+    std::chrono::steady_clock::time_point deadline;
+  };
+
+  http::Response Answer(int status, const std::string& outcome, const std::string& reason, std::string_view extra = "") {
+    callbacks_.Add({{"outcome", outcome}, {"reason", reason}}).Increment();
+    return http::MakeResponse(status, "{\"status\":" + JsonString(outcome) + ",\"reason\":" + JsonString(reason) +
+                                          std::string(extra) + "}");
+  }
+  http::Response Refuse(int status, const std::string& reason, const std::string& detail, const std::string& repo = "") {
+    log::Info("callback refused", {{"status", status}, {"reason", reason}, {"detail", detail}, {"repo", repo}});
+    callbacks_.Add({{"outcome", "refused"}, {"reason", reason}}).Increment();
+    return http::MakeResponse(status, "{\"error\":" + JsonString(detail) + ",\"reason\":" + JsonString(reason) + "}");
+  }
+  http::Response Unavailable(const std::string& detail) {
+    callbacks_.Add({{"outcome", "unavailable"}, {"reason", "not_durable"}}).Increment();
+    auto r = http::MakeResponse(503, "{\"error\":" + JsonString(detail) + "}");
+    r.set(bhttp::field::retry_after, "5");
+    return r;
+  }
+
+  void HandleCallback(http::Request&& request, http::Responder responder) {
+    // 1. Who is calling: the OIDC token, never the body.
+    std::string_view authz = request[bhttp::field::authorization];
+    if (authz.size() < 8 || !absl::EqualsIgnoreCase(absl::string_view(authz.data(), 7), "Bearer ")) {
+      return responder.Send(Refuse(401, "bad_token", "Authorization: Bearer <OIDC token> is required"));
+    }
+    std::string_view bearer = authz.substr(7);
+    auto identity = oidc_->Verify(bearer);
+    if (!identity.ok()) return responder.Send(Refuse(401, "bad_token", std::string(identity.status().message())));
+    // 2. What it may report: its allowlist level.
+    auto list = allowlist_->Current();
+    const allowlist::Entry* entry = list->Find(identity->repository);
+    if (!entry) {
+      return responder.Send(Refuse(403, "not_allowed", identity->repository + " is not in the allowlist", identity->repository));
+    }
+    if (entry->level == allowlist::Level::kL1) {
+      // Acknowledged, not recorded: a repo demoted to L1 keeps a green CI.
+      return responder.Send(Answer(200, "ignored", "level_L1",
+                                   ",\"detail\":" + JsonString(entry->repo + " is at level L1: results are not recorded")));
+    }
+    // 3. How fast.
+    if (int wait = limiter_.Take(entry->repo, clock_->Now()); wait > 0) {
+      auto r = Refuse(429, "rate_limited", "more than the per-repository callback rate; retry later", entry->repo);
+      r.set(bhttp::field::retry_after, std::to_string(wait));
+      return responder.Send(std::move(r));
+    }
+    // 4. What it says.
+    auto parsed = ParseCallback(request.body());
+    if (!parsed.ok()) return responder.Send(Refuse(400, "bad_body", std::string(parsed.status().message()), entry->repo));
+    v1::CallbackRequest& req = parsed->request;
+    // 5. That it answers a dispatch to this repo.
+    int64_t now_ms = clock_->UnixMillis();
+    if (!parsed->relay_token.empty()) {
+      auto claims = keys_->Verify(parsed->relay_token, now_ms / 1000);
+      if (!claims.ok()) {
+        tokens_refused_.Add({{"reason", "invalid"}}).Increment();
+        return responder.Send(Refuse(403, "relay_token", "relay_token refused: " + std::string(claims.status().message()), entry->repo));
+      }
+      if (!absl::EqualsIgnoreCase(absl::string_view(claims->repo), absl::string_view(identity->repository))) {
+        tokens_refused_.Add({{"reason", "other_repo"}}).Increment();
+        return responder.Send(Refuse(403, "relay_token", "relay_token was issued to another repository", entry->repo));
+      }
+      if (claims->delivery_id != req.delivery_id()) {
+        tokens_refused_.Add({{"reason", "other_delivery"}}).Increment();
+        return responder.Send(Refuse(403, "relay_token", "relay_token was issued for another delivery", entry->repo));
+      }
+      req.set_relay_token_verified(true);
+      req.set_relay_token_issued_at_unix(claims->issued_at);
+      req.set_relay_token_key_id(claims->key_id);
+    } else if (!parsed->self_report && !settings_.allow_missing_relay_token) {
+      tokens_refused_.Add({{"reason", "missing"}}).Increment();
+      return responder.Send(Refuse(403, "relay_token",
+                                   "relay_token is missing: echo the dispatch's client_payload whole", entry->repo));
+    }
+    req.set_request_id(RandomId());
+    req.set_received_at_unix_ms(now_ms);
+    req.set_repo(entry->repo);
+    req.set_repository_id(identity->repository_id);
+    req.set_issuer(identity->issuer);
+    req.set_token_id(identity->jti.empty() ? "sha256:" + Sha256Hex(bearer) : identity->issuer + "|" + identity->jti);
+    req.set_token_expires_at_unix(identity->expires_at);
+    req.set_body_sha256(Sha256Hex(request.body()));
+    req.set_level(static_cast<int>(entry->level));
+    req.set_device(entry->device);
+
+    // 6. To the owner of the repo's partition; its decision comes back on
+    // collector.decisions.
+    std::string id = req.request_id();
+    {
+      std::lock_guard lock(waiters_mu_);
+      waiters_.emplace(id, Waiter{std::move(responder), std::chrono::steady_clock::now() + settings_.decision_timeout});
+    }
+    producer_->Send(kafka::Record{settings_.topics.callbacks, entry->repo, req.SerializeAsString(), {}},
+                    [this, id](absl::Status st) {
+                      if (st.ok()) return;
+                      log::Warn("callback not durable", {{"error", std::string(st.message())}});
+                      Finish(id, Unavailable("the callback could not be made durable; retry"));
+                    });
+  }
+
+  void Finish(const std::string& id, http::Response response) {
+    std::optional<Waiter> w;
+    {
+      std::lock_guard lock(waiters_mu_);
+      auto it = waiters_.find(id);
+      if (it == waiters_.end()) return;
+      w.emplace(std::move(it->second));
+      waiters_.erase(it);
+    }
+    w->responder.Send(std::move(response));
+  }
+
+  void OnDecision(const kafka::ConsumedRecord& r) {
+    {
+      std::lock_guard lock(waiters_mu_);
+      if (!waiters_.count(r.key)) return;  // another instance's caller
+    }
+    v1::CallbackDecision d;
+    if (!d.ParseFromString(r.value)) return;
+    http::Response response;
+    std::string extra = ",\"job_id\":" + JsonString(d.job_id()) + ",\"state\":" + JsonString(d.state());
+    if (d.outcome() == "refused") {
+      std::string reason = d.http_status() == 404 ? "no_dispatch" : d.http_status() == 401 ? "token_reused" : "conflict";
+      callbacks_.Add({{"outcome", "refused"}, {"reason", reason}}).Increment();
+      response = http::MakeResponse(d.http_status(), "{\"error\":" + JsonString(d.reason()) + ",\"reason\":" +
+                                                         JsonString(reason) + extra + "}");
+    } else {
+      response = Answer(d.http_status(), d.outcome(), "ok", extra);
+    }
+    Finish(d.request_id(), std::move(response));
+  }
+
+  void ExpireWaiters() {
+    auto now = std::chrono::steady_clock::now();
+    std::vector<Waiter> late;
+    {
+      std::lock_guard lock(waiters_mu_);
+      for (auto it = waiters_.begin(); it != waiters_.end();) {
+        if (it->second.deadline <= now) {
+          late.push_back(std::move(it->second));
+          it = waiters_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (auto& w : late) {
+      // The callback is durable and will be decided; the same callback
+      // sent again is recognised (replayed), so a retry is safe.
+      callbacks_.Add({{"outcome", "unavailable"}, {"reason", "no_decision"}}).Increment();
+      auto r = http::MakeResponse(503, R"({"error":"recorded, but no decision in time; retry the same callback"})");
+      r.set(bhttp::field::retry_after, "5");
+      w.responder.Send(std::move(r));
+    }
+  }
+
+  void OnLabels(const kafka::ConsumedRecord& r) {
+    v1::PullRequestLabels l;
+    if (!l.ParseFromString(r.value)) return;
+    std::set<std::string> devices(l.crcr_devices().begin(), l.crcr_devices().end());
+    std::lock_guard lock(labels_mu_);
+    pr_devices_[absl::AsciiStrToLower(l.upstream_repo()) + "#" + std::to_string(l.number())] = std::move(devices);
+  }
+
+  std::set<std::string> Devices(const std::string& upstream_repo, int64_t pr) {
+    std::lock_guard lock(labels_mu_);
+    auto it = pr_devices_.find(absl::AsciiStrToLower(upstream_repo) + "#" + std::to_string(pr));
+    return it == pr_devices_.end() ? std::set<std::string>{} : it->second;
+  }
+
+  // --- the owning side (consumer thread) ------------------------------------
+
+  absl::Status Assigned(const std::vector<kafka::TopicPartition>& tps) {
+    for (const auto& tp : tps) {
+      if (tp.topic != settings_.topics.callbacks) continue;
+      auto part = std::make_shared<Partition>();
+      size_t restored = 0, dispatches = 0;
+      auto state = reader_->ReadToEnd(settings_.topics.state, {tp.partition}, [&](const kafka::ConsumedRecord& r) {
+        if (r.value.empty()) return absl::OkStatus();  // a tombstone
+        v1::JobState job;
+        if (!job.ParseFromString(r.value)) {
+          log::Warn("unreadable job state skipped", {{"partition", tp.partition}, {"offset", r.offset}});
+          return absl::OkStatus();
+        }
+        part->jobs.Restore(std::move(job));
+        ++restored;
+        return absl::OkStatus();
+      });
+      RELAY_RETURN_IF_ERROR(state.status());
+      auto facts = reader_->ReadToEnd(settings_.topics.dispatches, {tp.partition}, [&](const kafka::ConsumedRecord& r) {
+        v1::DispatchRecord d;
+        if (d.ParseFromString(r.value)) {
+          part->jobs.AddDispatch(d);
+          ++dispatches;
+        }
+        return absl::OkStatus();
+      });
+      RELAY_RETURN_IF_ERROR(facts.status());
+      log::Info("partition loaded", {{"partition", tp.partition},
+                                     {"jobs", static_cast<int64_t>(part->jobs.jobs())},
+                                     {"dispatches", static_cast<int64_t>(dispatches)}});
+      std::lock_guard lock(parts_mu_);
+      parts_[tp.partition] = std::move(part);
+    }
+    UpdateJobsGauge();
+    return absl::OkStatus();
+  }
+
+  void Revoked(const std::vector<kafka::TopicPartition>& tps) {
+    std::lock_guard lock(parts_mu_);
+    for (const auto& tp : tps) {
+      if (tp.topic == settings_.topics.callbacks) parts_.erase(tp.partition);
+    }
+  }
+
+  std::shared_ptr<Partition> Part(int32_t p) {
+    std::lock_guard lock(parts_mu_);
+    auto it = parts_.find(p);
+    return it == parts_.end() ? nullptr : it->second;
+  }
+
+  void UpdateJobsGauge() {
+    size_t n = 0;
+    std::lock_guard lock(parts_mu_);
+    for (auto& [p, part] : parts_) {
+      std::lock_guard plock(part->mu);
+      n += part->jobs.jobs();
+    }
+    jobs_gauge_.Set(static_cast<double>(n));
+  }
+
+  absl::Status HandleBatch(kafka::Batch& batch) {
+    std::vector<kafka::Record> effects;
+    std::vector<kafka::Record> answers;
+    int64_t now_ms = clock_->UnixMillis();
+    LabelLookup labels = [this](const std::string& repo, int64_t pr) { return Devices(repo, pr); };
+    for (size_t i = 0; i < batch.records().size(); ++i) {
+      const kafka::ConsumedRecord& rec = batch.records()[i];
+      auto part = Part(rec.partition);
+      if (!part) return absl::UnavailableError("partition " + std::to_string(rec.partition) + " is not loaded");
+      if (rec.topic == settings_.topics.dispatches) {
+        v1::DispatchRecord d;
+        if (!d.ParseFromString(rec.value)) {
+          batch.Reject(i, "not a relay.v1.DispatchRecord");
+          continue;
+        }
+        std::lock_guard lock(part->mu);
+        part->jobs.AddDispatch(d);
+        continue;
+      }
+      v1::CallbackRequest req;
+      if (!req.ParseFromString(rec.value) || (!req.sweep() && req.request_id().empty())) {
+        batch.Reject(i, "not a relay.v1.CallbackRequest");
+        continue;
+      }
+      Decision d;
+      {
+        std::lock_guard lock(part->mu);
+        d = part->jobs.Apply(req, now_ms, labels);
+      }
+      if (d.job) {
+        effects.push_back(kafka::Record{settings_.topics.state, "j|" + d.job_id, d.job->SerializeAsString(), {}, rec.partition});
+      }
+      if (d.result) effects.push_back(kafka::Record{settings_.topics.results, d.job_id, d.result->SerializeAsString(), {}});
+      if (d.check_run) {
+        effects.push_back(kafka::Record{settings_.topics.github_requests, d.check_run->repo(), d.check_run->SerializeAsString(), {}});
+      }
+      if (req.sweep()) {
+        if (d.outcome == "accepted") sweeps_.Add({{"result", "timed_out"}}).Increment();
+        continue;
+      }
+      v1::CallbackDecision answer;
+      answer.set_request_id(req.request_id());
+      answer.set_http_status(d.http_status);
+      answer.set_outcome(d.outcome);
+      answer.set_reason(d.reason);
+      answer.set_state(d.state);
+      answer.set_job_id(d.job_id);
+      if (d.outcome == "refused") {
+        log::Info("callback refused by the state machine",
+                  {{"status", d.http_status}, {"reason", d.reason}, {"repo", req.repo()}, {"job", d.job_id}});
+      }
+      answers.push_back(kafka::Record{settings_.topics.decisions, req.request_id(), answer.SerializeAsString(), {}});
+    }
+    // The state and its effects are durable before anyone hears the
+    // decision; if any of them fails the batch comes again, and what was
+    // accepted is then a replay that writes the same records again.
+    RELAY_RETURN_IF_ERROR(SendAll(std::move(effects)));
+    for (auto& a : answers) {
+      producer_->Send(std::move(a), [](absl::Status st) {
+        // A lost answer times the caller out (503); its retry is a replay.
+        if (!st.ok()) log::Warn("decision not delivered", {{"error", std::string(st.message())}});
+      });
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status SendAll(std::vector<kafka::Record> records) {
+    if (records.empty()) return absl::OkStatus();
+    struct Acks {
+      std::mutex mu;
+      std::condition_variable cv;
+      size_t left;
+      absl::Status first = absl::OkStatus();
+    };
+    auto acks = std::make_shared<Acks>();
+    acks->left = records.size();
+    for (auto& r : records) {
+      producer_->Send(std::move(r), [acks](absl::Status st) {
+        std::lock_guard lock(acks->mu);
+        if (!st.ok() && acks->first.ok()) acks->first = st;
+        if (--acks->left == 0) acks->cv.notify_all();
+      });
+    }
+    std::unique_lock lock(acks->mu);
+    // The producer calls back within its delivery timeout; the margin
+    // covers a recreation.
+    if (!acks->cv.wait_for(lock, settings_.kafka.delivery_timeout * 3 + 1s, [&] { return acks->left == 0; })) {
+      return absl::UnavailableError("job state or results not acknowledged in time");
+    }
+    return acks->first;
+  }
+
+  // Jobs in progress past the zombie timeout are timed out through the
+  // same path as a callback, so their owner decides (once) in order with
+  // any late callback of theirs.
+  void Sweep() {
+    int64_t now_ms = clock_->UnixMillis();
+    auto now = std::chrono::steady_clock::now();
+    std::vector<std::pair<int32_t, v1::CallbackRequest>> asks;
+    {
+      std::lock_guard lock(parts_mu_);
+      for (auto& [p, part] : parts_) {
+        std::lock_guard plock(part->mu);
+        part->jobs.Prune(now_ms - settings_.history.count(), now_ms / 1000);
+        for (const std::string& id : part->jobs.InProgressSince(now_ms - settings_.zombie_timeout.count())) {
+          auto asked = part->sweep_asked.find(id);
+          if (asked != part->sweep_asked.end() && now - asked->second < 10min) continue;
+          part->sweep_asked[id] = now;
+          const v1::JobState* job = part->jobs.Find(id);
+          v1::CallbackRequest req;
+          req.set_sweep(true);
+          req.set_request_id(RandomId());
+          req.set_received_at_unix_ms(now_ms);
+          req.set_repo(job->repo());
+          req.set_delivery_id(job->delivery_id());
+          req.mutable_workflow()->set_run_id(job->run_id());
+          req.mutable_workflow()->set_run_attempt(job->run_attempt());
+          req.mutable_workflow()->set_job_name(job->job_name());
+          asks.emplace_back(p, std::move(req));
+        }
+      }
+    }
+    for (auto& [p, req] : asks) {
+      sweeps_.Add({{"result", "requested"}}).Increment();
+      log::Info("zombie job to be timed out", {{"repo", req.repo()}, {"run_id", req.workflow().run_id()},
+                                               {"job", req.workflow().job_name()}});
+      std::string key = req.repo();
+      producer_->Send(kafka::Record{settings_.topics.callbacks, std::move(key), req.SerializeAsString(), {}, p},
+                      [](absl::Status st) {
+                        // Asked again at the next sweep after 10 minutes.
+                        if (!st.ok()) log::Warn("sweep request not durable", {{"error", std::string(st.message())}});
+                      });
+    }
+    UpdateJobsGauge();
+  }
+
+  CollectorSettings settings_;
+  const Clock* clock_;
+  RepoRateLimiter limiter_;
+  std::unique_ptr<allowlist::AllowlistFile> allowlist_;
+  std::unique_ptr<auth::RelayTokenKeys> keys_;
+  std::unique_ptr<auth::OidcVerifier> oidc_;
+  std::unique_ptr<kafka::Producer> producer_;
+  std::unique_ptr<kafka::TopicReader> reader_;  // consumer thread only (assignments)
+  std::unique_ptr<kafka::Consumer> consumer_;
+  std::unique_ptr<kafka::Follower> decisions_;
+  std::unique_ptr<kafka::Follower> labels_;
+  std::thread consumer_thread_;
+  std::atomic<bool> stopping_{false};
+
+  std::mutex waiters_mu_;
+  std::unordered_map<std::string, Waiter> waiters_;  // request id -> the caller waiting for its decision
+
+  std::mutex labels_mu_;
+  std::unordered_map<std::string, std::set<std::string>> pr_devices_;  // "upstream#pr" -> devices
+
+  std::mutex parts_mu_;
+  std::map<int32_t, std::shared_ptr<Partition>> parts_;
+
+  prometheus::Family<prometheus::Counter>& callbacks_;
+  prometheus::Family<prometheus::Counter>& tokens_refused_;
+  prometheus::Family<prometheus::Counter>& jwks_;
+  int64_t jwks_seen_ok_ = 0, jwks_seen_failed_ = 0;
+  prometheus::Family<prometheus::Counter>& sweeps_;
+  prometheus::Gauge& jobs_gauge_;
+};
+
+}  // namespace
+
+absl::StatusOr<CollectorSettings> LoadSettings(Config& config, const service::CommonSettings&) {
+  CollectorSettings s;
+  s.kafka = service::ReadProducerOptions(config, "relay-collector");
+  s.group_id = config.String("kafka.group_id", "relay-collector");
+  s.session_timeout = config.Duration("kafka.session_timeout", 45s, 6s, 5min);
+  s.allowlist_file = config.RequiredString("allowlist.file");
+  s.allowlist_reload = config.Duration("allowlist.reload_interval", 10s, 100ms, 1h);
+  s.token_keys_file = config.RequiredString("tokens.keys_file");
+  s.oidc_issuer = config.String("collector.oidc.issuer", "https://token.actions.githubusercontent.com");
+  s.oidc_audience = config.String("collector.oidc.audience", "");
+  s.oidc_jwks_url = config.String("collector.oidc.jwks_url", "");
+  s.oidc_jwks_file = config.String("collector.oidc.jwks_file", "");
+  s.providers_file = config.String("collector.providers_file", "");
+  if (!s.oidc_audience.empty() && s.oidc_jwks_url.empty() && s.oidc_jwks_file.empty()) {
+    s.oidc_jwks_url = s.oidc_issuer + "/.well-known/jwks";
+  }
+  if (s.oidc_audience.empty() && s.providers_file.empty()) {
+    config.Fail("collector.oidc.audience", "required (the audience downstream workflows request), or set collector.providers_file");
+  }
+  s.allow_missing_relay_token = config.Bool("collector.allow_missing_relay_token", false);
+  s.zombie_timeout = config.Duration("collector.zombie_timeout", 6h, 1s, 7 * 24h);
+  s.sweep_interval = config.Duration("collector.sweep_interval", 60s, 100ms, 1h);
+  s.history = config.Duration("collector.history", 10 * 24h, 1h, 90 * 24h);
+  s.rate_per_repo = static_cast<double>(config.Int("collector.rate_per_repo", 20, 1, 1'000'000));
+  s.burst_per_repo = static_cast<double>(config.Int("collector.burst_per_repo", 400, 1, 10'000'000));
+  s.decision_timeout = config.Duration("collector.decision_timeout", 10s, 100ms, 5min);
+  s.batch_records = static_cast<size_t>(config.Int("collector.batch_records", 2'000, 1, 100'000));
+  return s;
+}
+
+service::Definition Definition() {
+  return {"relay-collector",
+          [](Config& config, const service::CommonSettings& common) -> absl::StatusOr<service::Starter> {
+            RELAY_ASSIGN_OR_RETURN(CollectorSettings settings, LoadSettings(config, common));
+            return service::Starter([settings = std::move(settings)](service::Runtime& runtime) mutable {
+              return CollectorService::Start(std::move(settings), runtime);
+            });
+          }};
+}
+
+}  // namespace relay::collector

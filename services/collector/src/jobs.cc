@@ -1,0 +1,290 @@
+#include "relay/collector/jobs.h"
+
+#include "absl/strings/ascii.h"
+#include "relay/collector/callback.h"
+#include "relay/github/check_runs.h"
+
+namespace relay::collector {
+namespace {
+
+constexpr char kInProgress[] = "in_progress";
+constexpr char kCompleted[] = "completed";
+
+std::string Lower(std::string_view s) { return absl::AsciiStrToLower(std::string(s)); }
+
+}  // namespace
+
+void Jobs::AddDispatch(const v1::DispatchRecord& d) {
+  v1::DispatchFact fact;
+  fact.set_dispatched_at_unix_ms(d.dispatched_at_unix_ms());
+  fact.set_level(d.level());
+  fact.set_upstream_repo(d.upstream_repo());
+  fact.set_pr_number(d.pr_number());
+  fact.set_head_sha(d.head_sha());
+  fact.set_event(d.event());
+  std::string repo = Lower(d.downstream_repo());
+  if (!d.head_sha().empty()) shas_.insert({repo, Lower(d.head_sha())});
+  // A dispatch made again after a restart keeps its first time.
+  dispatches_.try_emplace({repo, d.delivery_id()}, std::move(fact));
+}
+
+void Jobs::Restore(v1::JobState job) {
+  for (const auto& a : job.accepted()) {
+    tokens_[a.token_id()] = UsedToken{job.job_id(), a.body_sha256(), a.token_expires_at_unix()};
+  }
+  std::string id = job.job_id();
+  jobs_[id] = std::move(job);
+}
+
+const v1::JobState* Jobs::Find(const std::string& job_id) const {
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+const v1::DispatchFact* Jobs::FindDispatch(const std::string& repo, const std::string& delivery) const {
+  auto it = dispatches_.find({Lower(repo), delivery});
+  return it == dispatches_.end() ? nullptr : &it->second;
+}
+
+Decision Jobs::Refuse(int status, std::string reason, const std::string& job_id, const v1::JobState* job) const {
+  Decision d;
+  d.http_status = status;
+  d.outcome = "refused";
+  d.reason = std::move(reason);
+  d.job_id = job_id;
+  d.state = job ? job->state() : "";
+  return d;
+}
+
+v1::JobResult ResultOf(const v1::JobState& job) {
+  const v1::CallbackRequest& last = job.last();
+  const v1::WorkflowReport& wf = last.workflow();
+  v1::JobResult r;
+  r.set_job_id(job.job_id());
+  r.set_version(job.version());
+  r.set_status(job.state());
+  r.set_conclusion(job.conclusion());
+  r.set_downstream_repo(job.repo());
+  r.set_verified_repo(last.repo());
+  r.set_downstream_repo_level(last.level());
+  r.set_upstream_repo(last.upstream_repo());
+  r.set_pr_number(last.pr_number());
+  r.set_head_sha(last.head_sha());
+  r.set_delivery_id(job.delivery_id());
+  r.set_event_type(last.event_type());
+  r.set_workflow_name(wf.name());
+  r.set_workflow_run_url(wf.url());
+  r.set_job_name(job.job_name());
+  r.set_check_run_id(wf.check_run_id());
+  r.set_run_id(job.run_id());
+  r.set_run_attempt(job.run_attempt());
+  r.set_dispatched_at_unix_ms(job.dispatched_at_unix_ms());
+  r.set_dispatched_at_source(job.dispatched_at_source());
+  r.set_started_at_unix_ms(job.in_progress_at_unix_ms());
+  r.set_completed_at_unix_ms(job.completed_at_unix_ms());
+  r.set_queue_time_ms(job.dispatched_at_unix_ms() > 0 && job.in_progress_at_unix_ms() > 0
+                          ? std::max<int64_t>(0, job.in_progress_at_unix_ms() - job.dispatched_at_unix_ms())
+                          : -1);
+  r.set_execution_time_ms(job.completed_at_unix_ms() > 0 && job.in_progress_at_unix_ms() > 0
+                              ? std::max<int64_t>(0, job.completed_at_unix_ms() - job.in_progress_at_unix_ms())
+                              : -1);
+  r.set_tests_total(wf.tests_total());
+  r.set_tests_passed(wf.tests_passed());
+  r.set_tests_failed(wf.tests_failed());
+  r.set_tests_skipped(wf.tests_skipped());
+  for (const auto& t : wf.failed_tests()) r.add_failed_tests(t);
+  r.set_artifact_url(wf.artifact_url());
+  r.set_timed_out_by_sweeper(job.timed_out_by_sweeper());
+  return r;
+}
+
+Decision Jobs::Effects(const v1::JobState& job, const LabelLookup& labels, std::string outcome) const {
+  Decision d;
+  d.http_status = 200;
+  d.outcome = std::move(outcome);
+  d.job_id = job.job_id();
+  d.state = job.state();
+  d.job = job;
+  d.result = ResultOf(job);
+  // Check runs upstream: always for L4, for L3 when the PR's labels ask for
+  // the repo's device. Only where there is a commit to put them on.
+  const v1::CallbackRequest& last = job.last();
+  bool wanted = last.level() >= 4;
+  if (last.level() == 3 && !last.device().empty() && last.pr_number() > 0 && labels) {
+    wanted = labels(last.upstream_repo(), last.pr_number()).count(last.device()) > 0;
+  }
+  if (wanted && !last.upstream_repo().empty() && !last.head_sha().empty()) {
+    v1::GitHubRequest req;
+    req.set_id(github::RequestId({"check_run", job.job_id(), std::to_string(job.version())}));
+    req.set_repo(last.upstream_repo());
+    req.set_level(last.level());
+    req.set_delivery_id(job.delivery_id());
+    req.set_requested_at_unix_ms(job.state() == kCompleted ? job.completed_at_unix_ms() : job.in_progress_at_unix_ms());
+    v1::CheckRunCall& call = *req.mutable_check_run();
+    call.set_name(github::CheckRunName(job.repo(), last.workflow().name(), job.job_name()));
+    call.set_head_sha(last.head_sha());
+    call.set_external_id(github::CheckRunExternalId(job.run_id(), job.run_attempt(), job.job_name()));
+    call.set_status(job.state());
+    call.set_details_url(last.workflow().url());
+    if (job.state() == kCompleted) {
+      call.set_conclusion(job.conclusion());
+      call.set_title(job.job_name() + " on " + job.repo() + ": " + job.conclusion());
+    } else {
+      call.set_title(job.job_name() + " on " + job.repo() + ": running");
+    }
+    std::string summary = "Reported by " + job.repo() + " (level L" + std::to_string(last.level()) + "), run " +
+                          job.run_id() + " attempt " + job.run_attempt() + ".";
+    if (last.workflow().has_test_results()) {
+      summary += " Tests: " + std::to_string(last.workflow().tests_passed()) + " passed, " +
+                 std::to_string(last.workflow().tests_failed()) + " failed, " +
+                 std::to_string(last.workflow().tests_skipped()) + " skipped.";
+    }
+    if (job.timed_out_by_sweeper()) summary += " No completion was reported in time: timed out by the relay.";
+    call.set_summary(summary);
+    d.check_run = std::move(req);
+  }
+  return d;
+}
+
+Decision Jobs::Accept(v1::JobState job, const v1::CallbackRequest& request, const LabelLookup& labels) {
+  job.set_version(job.version() + 1);
+  if (!request.sweep()) {
+    v1::AcceptedCallback* a = job.add_accepted();
+    a->set_token_id(request.token_id());
+    a->set_body_sha256(request.body_sha256());
+    a->set_token_expires_at_unix(request.token_expires_at_unix());
+    tokens_[request.token_id()] = UsedToken{job.job_id(), request.body_sha256(), request.token_expires_at_unix()};
+    *job.mutable_last() = request;
+  }
+  std::string id = job.job_id();
+  auto& stored = jobs_[id] = std::move(job);
+  return Effects(stored, labels, "accepted");
+}
+
+Decision Jobs::Apply(const v1::CallbackRequest& req, int64_t now_ms, const LabelLookup& labels) {
+  if (req.sweep()) {
+    // The sweeper's request names the job in delivery/repo/run/attempt/job.
+    std::string id = JobId(req);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || it->second.state() != kInProgress) {
+      Decision d;
+      d.outcome = "no_op";
+      d.job_id = id;
+      d.state = it == jobs_.end() ? "" : it->second.state();
+      return d;
+    }
+    v1::JobState job = it->second;
+    job.set_state(kCompleted);
+    job.set_conclusion("timed_out");
+    job.set_completed_at_unix_ms(now_ms);
+    job.set_timed_out_by_sweeper(true);
+    return Accept(std::move(job), req, labels);
+  }
+
+  const std::string id = JobId(req);
+  auto it = jobs_.find(id);
+  const v1::JobState* existing = it == jobs_.end() ? nullptr : &it->second;
+
+  // A token that carried an accepted callback: the same callback again is a
+  // retry whose answer was lost; anything else is a replayed token.
+  if (auto used = tokens_.find(req.token_id()); used != tokens_.end()) {
+    if (used->second.job_id == id && used->second.body_sha256 == req.body_sha256() && existing) {
+      return Effects(*existing, labels, "replayed");
+    }
+    return Refuse(401, "this OIDC token already carried another accepted callback; mint a new one per callback", id,
+                  existing);
+  }
+
+  const v1::WorkflowReport& wf = req.workflow();
+  const bool self_report = req.event_type() == "nightly" || req.event_type() == "periodic";
+  if (wf.status() == kInProgress) {
+    if (existing) {
+      return Refuse(409,
+                    existing->state() == kInProgress ? "duplicate in_progress: the job is already in progress"
+                                                     : "in_progress after completed: the job cannot go backwards",
+                    id, existing);
+    }
+    v1::JobState job;
+    job.set_job_id(id);
+    job.set_repo(req.repo());
+    job.set_delivery_id(req.delivery_id());
+    job.set_run_id(wf.run_id());
+    job.set_run_attempt(wf.run_attempt());
+    job.set_job_name(wf.job_name());
+    job.set_state(kInProgress);
+    job.set_in_progress_at_unix_ms(req.received_at_unix_ms());
+    const v1::DispatchFact* fact = FindDispatch(req.repo(), req.delivery_id());
+    if (!fact && !req.relay_token_verified()) {
+      return Refuse(404, "no dispatch of delivery " + req.delivery_id() + " to " + req.repo() + " is known", id, nullptr);
+    }
+    // A re-run attempt is its own job: the dispatch was long before it
+    // was queued, so it has no queue time.
+    bool first_attempt = wf.run_attempt() == "1";
+    if (fact) {
+      job.set_dispatched_at_source("relay.dispatches");
+      if (first_attempt) job.set_dispatched_at_unix_ms(fact->dispatched_at_unix_ms());
+    } else {
+      // The relay token proves the dispatch (the relay signed it for this
+      // delivery and repo, and only a dispatch GitHub accepted delivers
+      // it); its record has not reached this partition yet.
+      job.set_dispatched_at_source("relay_token");
+      if (first_attempt) job.set_dispatched_at_unix_ms(req.relay_token_issued_at_unix() * 1000);
+    }
+    return Accept(std::move(job), req, labels);
+  }
+
+  // completed
+  if (self_report) {
+    if (existing) return Refuse(409, "duplicate completed: this " + req.event_type() + " job already reported", id, existing);
+    if (!shas_.count({Lower(req.repo()), Lower(req.delivery_id())})) {
+      return Refuse(404, "upstream commit " + req.delivery_id() + " was never dispatched to " + req.repo(), id, nullptr);
+    }
+    v1::JobState job;
+    job.set_job_id(id);
+    job.set_repo(req.repo());
+    job.set_delivery_id(req.delivery_id());
+    job.set_run_id(wf.run_id());
+    job.set_run_attempt(wf.run_attempt());
+    job.set_job_name(wf.job_name());
+    job.set_state(kCompleted);
+    job.set_conclusion(wf.conclusion());
+    job.set_dispatched_at_source("none");
+    job.set_completed_at_unix_ms(req.received_at_unix_ms());
+    return Accept(std::move(job), req, labels);
+  }
+  if (!existing) {
+    if (!FindDispatch(req.repo(), req.delivery_id()) && !req.relay_token_verified()) {
+      return Refuse(404, "no dispatch of delivery " + req.delivery_id() + " to " + req.repo() + " is known", id, nullptr);
+    }
+    return Refuse(409, "completed without in_progress: report in_progress first", id, nullptr);
+  }
+  if (existing->state() == kCompleted) {
+    return Refuse(409, "duplicate completed: the job already completed (" + existing->conclusion() + ")", id, existing);
+  }
+  v1::JobState job = *existing;
+  job.set_state(kCompleted);
+  job.set_conclusion(wf.conclusion());
+  job.set_completed_at_unix_ms(std::max(req.received_at_unix_ms(), job.in_progress_at_unix_ms()));
+  return Accept(std::move(job), req, labels);
+}
+
+std::vector<std::string> Jobs::InProgressSince(int64_t cutoff_ms) const {
+  std::vector<std::string> out;
+  for (const auto& [id, job] : jobs_) {
+    if (job.state() == kInProgress && job.in_progress_at_unix_ms() < cutoff_ms) out.push_back(id);
+  }
+  return out;
+}
+
+void Jobs::Prune(int64_t cutoff_ms, int64_t now_unix) {
+  for (auto it = dispatches_.begin(); it != dispatches_.end();) {
+    it = it->second.dispatched_at_unix_ms() < cutoff_ms ? dispatches_.erase(it) : std::next(it);
+  }
+  for (auto it = tokens_.begin(); it != tokens_.end();) {
+    it = it->second.expires_at < now_unix ? tokens_.erase(it) : std::next(it);
+  }
+  // Completed jobs stay: a late duplicate must still be refused. They
+  // leave with collector.state's retention.
+}
+
+}  // namespace relay::collector

@@ -1,0 +1,228 @@
+// The job state machine: every transition it takes and every one it
+// refuses, replays of lost answers, tokens used twice, re-run attempts,
+// nightly reports, check runs by level and label, and the sweeper.
+#include "relay/collector/jobs.h"
+
+#include <gtest/gtest.h>
+
+#include "relay/collector/callback.h"
+
+namespace relay::collector {
+namespace {
+
+constexpr int64_t kDispatchedAt = 1'000'000;
+
+v1::DispatchRecord Dispatch(const std::string& repo = "org/be", const std::string& delivery = "d1", int level = 2) {
+  v1::DispatchRecord d;
+  d.set_delivery_id(delivery);
+  d.set_downstream_repo(repo);
+  d.set_upstream_repo("pytorch/pytorch");
+  d.set_level(level);
+  d.set_pr_number(42);
+  d.set_head_sha("abc");
+  d.set_dispatched_at_unix_ms(kDispatchedAt);
+  return d;
+}
+
+int token_counter = 0;
+
+// A callback as the receiving instance hands it over; each gets a fresh
+// OIDC token id unless told otherwise.
+v1::CallbackRequest Callback(const std::string& status, int64_t at, const std::string& job = "test",
+                             const std::string& attempt = "1", int level = 2) {
+  v1::CallbackRequest r;
+  r.set_request_id("req" + std::to_string(++token_counter));
+  r.set_received_at_unix_ms(at);
+  r.set_repo("org/be");
+  r.set_token_id("tok" + std::to_string(token_counter));
+  r.set_token_expires_at_unix(4'000'000'000);
+  r.set_body_sha256("body-" + status + job + attempt);
+  r.set_level(level);
+  r.set_event_type("pull_request");
+  r.set_delivery_id("d1");
+  r.set_upstream_repo("pytorch/pytorch");
+  r.set_pr_number(42);
+  r.set_head_sha("abc");
+  r.set_relay_token_verified(true);
+  r.set_relay_token_issued_at_unix(kDispatchedAt / 1000 - 5);
+  auto* w = r.mutable_workflow();
+  w->set_status(status);
+  w->set_conclusion(status == "completed" ? "success" : "");
+  w->set_name("CI");
+  w->set_run_id("7");
+  w->set_run_attempt(attempt);
+  w->set_job_name(job);
+  return r;
+}
+
+class JobsTest : public ::testing::Test {
+ protected:
+  Decision Apply(const v1::CallbackRequest& r, int64_t now = 0) { return jobs_.Apply(r, now, labels_); }
+  Jobs jobs_;
+  std::set<std::string> devices_;
+  LabelLookup labels_ = [this](const std::string&, int64_t) { return devices_; };
+};
+
+TEST_F(JobsTest, DispatchedInProgressCompletedWithTheRelaysOwnTimes) {
+  jobs_.AddDispatch(Dispatch());
+  Decision started = Apply(Callback("in_progress", kDispatchedAt + 30'000));
+  EXPECT_EQ(started.http_status, 200);
+  EXPECT_EQ(started.outcome, "accepted");
+  ASSERT_TRUE(started.result && started.job);
+  EXPECT_EQ(started.result->status(), "in_progress");
+  EXPECT_EQ(started.result->queue_time_ms(), 30'000);
+  EXPECT_EQ(started.result->execution_time_ms(), -1);
+  EXPECT_EQ(started.job->dispatched_at_source(), "relay.dispatches");
+  EXPECT_FALSE(started.check_run) << "L2 raises no check runs";
+  Decision done = Apply(Callback("completed", kDispatchedAt + 90'000));
+  EXPECT_EQ(done.outcome, "accepted");
+  EXPECT_EQ(done.result->status(), "completed");
+  EXPECT_EQ(done.result->conclusion(), "success");
+  EXPECT_EQ(done.result->queue_time_ms(), 30'000);
+  EXPECT_EQ(done.result->execution_time_ms(), 60'000);
+  EXPECT_EQ(done.result->version(), 2);
+  EXPECT_EQ(done.job_id, started.job_id);
+}
+
+TEST_F(JobsTest, RefusesEveryWrongMoveWithItsStatus) {
+  // No dispatch and no relay token: 404.
+  auto orphan = Callback("in_progress", 1);
+  orphan.set_relay_token_verified(false);
+  EXPECT_EQ(Apply(orphan).http_status, 404);
+  jobs_.AddDispatch(Dispatch());
+  // Completed before in_progress: 409.
+  EXPECT_EQ(Apply(Callback("completed", 2)).http_status, 409);
+  EXPECT_EQ(Apply(Callback("in_progress", 3)).outcome, "accepted");
+  Decision dup = Apply(Callback("in_progress", 4));
+  EXPECT_EQ(dup.http_status, 409);
+  EXPECT_NE(dup.reason.find("duplicate in_progress"), std::string::npos);
+  EXPECT_FALSE(dup.job || dup.result) << "a refusal writes nothing";
+  EXPECT_EQ(Apply(Callback("completed", 5)).outcome, "accepted");
+  Decision dup_done = Apply(Callback("completed", 6));
+  EXPECT_EQ(dup_done.http_status, 409);
+  EXPECT_NE(dup_done.reason.find("duplicate completed"), std::string::npos);
+  Decision backwards = Apply(Callback("in_progress", 7));
+  EXPECT_EQ(backwards.http_status, 409);
+  EXPECT_NE(backwards.reason.find("backwards"), std::string::npos);
+}
+
+TEST_F(JobsTest, TheSameCallbackAgainIsAReplayAndATokenCarriesOnlyOne) {
+  jobs_.AddDispatch(Dispatch());
+  auto start = Callback("in_progress", 10);
+  Decision first = Apply(start);
+  ASSERT_EQ(first.outcome, "accepted");
+  // The answer was lost (503); the action's retry sends it again.
+  Decision again = Apply(start);
+  EXPECT_EQ(again.http_status, 200);
+  EXPECT_EQ(again.outcome, "replayed");
+  ASSERT_TRUE(again.result);
+  EXPECT_EQ(again.result->version(), 1) << "a replay changes nothing";
+  // The same OIDC token carrying another callback: 401.
+  auto done = Callback("completed", 20);
+  done.set_token_id(start.token_id());
+  EXPECT_EQ(Apply(done).http_status, 401);
+  // Survives a restart: restored from the state record.
+  Jobs restored;
+  restored.AddDispatch(Dispatch());
+  restored.Restore(*first.job);
+  EXPECT_EQ(restored.Apply(start, 0, labels_).outcome, "replayed");
+  EXPECT_EQ(restored.Apply(done, 0, labels_).http_status, 401);
+  EXPECT_EQ(restored.Apply(Callback("in_progress", 30), 0, labels_).http_status, 409);
+}
+
+TEST_F(JobsTest, AReRunAttemptIsItsOwnJobWithoutTheDispatchsQueueTime) {
+  jobs_.AddDispatch(Dispatch());
+  ASSERT_EQ(Apply(Callback("in_progress", kDispatchedAt + 1000)).outcome, "accepted");
+  ASSERT_EQ(Apply(Callback("completed", kDispatchedAt + 2000)).outcome, "accepted");
+  Decision rerun = Apply(Callback("in_progress", kDispatchedAt + 999'000, "test", "2"));
+  EXPECT_EQ(rerun.outcome, "accepted");
+  EXPECT_EQ(rerun.result->queue_time_ms(), -1);
+  EXPECT_EQ(rerun.result->version(), 1);
+  Decision rerun_done = Apply(Callback("completed", kDispatchedAt + 1'009'000, "test", "2"));
+  EXPECT_EQ(rerun_done.result->execution_time_ms(), 10'000);
+}
+
+TEST_F(JobsTest, ARelayTokenStandsInForADispatchRecordNotYetSeen) {
+  Decision d = Apply(Callback("in_progress", kDispatchedAt + 10'000));
+  EXPECT_EQ(d.outcome, "accepted");
+  EXPECT_EQ(d.job->dispatched_at_source(), "relay_token");
+  EXPECT_EQ(d.result->queue_time_ms(), 15'000);
+}
+
+TEST_F(JobsTest, NightlyReportsNeedAnUpstreamShaDispatchedToTheRepo) {
+  std::string sha(40, 'a');
+  auto nightly = Callback("completed", 50);
+  nightly.set_event_type("nightly");
+  nightly.set_delivery_id(sha);
+  nightly.set_relay_token_verified(false);
+  EXPECT_EQ(Apply(nightly).http_status, 404);
+  auto d = Dispatch("org/be", "push-1");
+  d.set_head_sha(sha);
+  jobs_.AddDispatch(d);
+  nightly.set_token_id("fresh");
+  Decision ok = Apply(nightly);
+  EXPECT_EQ(ok.outcome, "accepted");
+  EXPECT_EQ(ok.result->queue_time_ms(), -1);
+  EXPECT_EQ(ok.result->execution_time_ms(), -1);
+  nightly.set_token_id("fresh2");
+  EXPECT_EQ(Apply(nightly).http_status, 409);
+}
+
+TEST_F(JobsTest, CheckRunsForL4AlwaysAndForL3WhenThePrAsksForTheDevice) {
+  jobs_.AddDispatch(Dispatch("org/be", "d1", 4));
+  Decision l4 = Apply(Callback("in_progress", 1, "a", "1", 4));
+  ASSERT_TRUE(l4.check_run);
+  EXPECT_EQ(l4.check_run->repo(), "pytorch/pytorch");
+  EXPECT_EQ(l4.check_run->check_run().name(), "crcr/org/be/CI/a");
+  EXPECT_EQ(l4.check_run->check_run().status(), "in_progress");
+  EXPECT_EQ(l4.check_run->check_run().head_sha(), "abc");
+  Decision l4_done = Apply(Callback("completed", 2, "a", "1", 4));
+  ASSERT_TRUE(l4_done.check_run);
+  EXPECT_EQ(l4_done.check_run->check_run().conclusion(), "success");
+  EXPECT_NE(l4_done.check_run->id(), l4.check_run->id()) << "each transition is its own write";
+  EXPECT_EQ(l4_done.check_run->check_run().external_id(), l4.check_run->check_run().external_id());
+
+  auto l3 = Callback("in_progress", 3, "b", "1", 3);
+  l3.set_device("xpu");
+  EXPECT_FALSE(Apply(l3).check_run) << "no ciflow/crcr/xpu label";
+  devices_ = {"xpu"};
+  auto l3_done = Callback("completed", 4, "b", "1", 3);
+  l3_done.set_device("xpu");
+  EXPECT_TRUE(Apply(l3_done).check_run);
+}
+
+TEST_F(JobsTest, TheSweeperTimesAJobOutOnceAndALateCompletionIsRefused) {
+  jobs_.AddDispatch(Dispatch());
+  Decision started = Apply(Callback("in_progress", 100));
+  EXPECT_TRUE(jobs_.InProgressSince(50).empty());
+  ASSERT_EQ(jobs_.InProgressSince(200), std::vector<std::string>{started.job_id});
+  v1::CallbackRequest sweep;
+  sweep.set_sweep(true);
+  sweep.set_repo("org/be");
+  sweep.set_delivery_id("d1");
+  sweep.mutable_workflow()->set_run_id("7");
+  sweep.mutable_workflow()->set_run_attempt("1");
+  sweep.mutable_workflow()->set_job_name("test");
+  Decision timed_out = Apply(sweep, 5000);
+  EXPECT_EQ(timed_out.outcome, "accepted");
+  EXPECT_EQ(timed_out.result->conclusion(), "timed_out");
+  EXPECT_TRUE(timed_out.result->timed_out_by_sweeper());
+  EXPECT_EQ(timed_out.result->execution_time_ms(), 4900);
+  EXPECT_EQ(Apply(sweep, 6000).outcome, "no_op") << "a second sweep does nothing";
+  EXPECT_TRUE(jobs_.InProgressSince(1'000'000).empty());
+  EXPECT_EQ(Apply(Callback("completed", 7000)).http_status, 409);
+}
+
+TEST_F(JobsTest, PruneForgetsOldDispatchesAndExpiredTokens) {
+  jobs_.AddDispatch(Dispatch());
+  auto start = Callback("in_progress", kDispatchedAt + 1);
+  start.set_token_expires_at_unix(100);
+  ASSERT_EQ(Apply(start).outcome, "accepted");
+  jobs_.Prune(kDispatchedAt + 1, 200);
+  EXPECT_EQ(jobs_.dispatches(), 0u);
+  // The token is forgotten (it can no longer verify), the job is not.
+  EXPECT_EQ(Apply(start).http_status, 409);
+}
+
+}  // namespace
+}  // namespace relay::collector
