@@ -31,6 +31,11 @@ TEST(DevUpE2E, UpDrivesRealWebhooksIntoTheTopicStatusAndDown) {
   // opened/reopened/synchronize/closed, 3 pushes) out to the 8 dev repos.
   EXPECT_THAT(out, HasSubstr("fake GitHub received 96 repository_dispatch calls"));
   EXPECT_THAT(out, HasSubstr("dev-org/l4-rocm"));
+  // The canary downstream answered each dispatch through relay-collector,
+  // and every answer was the one the state machine prescribes.
+  EXPECT_THAT(out, HasSubstr("canary downstream answered 96 dispatches"));
+  EXPECT_THAT(out, HasSubstr("\n0 unexpected answers"));
+  EXPECT_THAT(out, HasSubstr("outcome=\"accepted\""));
 
   std::string status;
   ASSERT_EQ(testing::RunCommand(root + "/tools/dev status", &status), 0) << status;
@@ -39,6 +44,8 @@ TEST(DevUpE2E, UpDrivesRealWebhooksIntoTheTopicStatusAndDown) {
   EXPECT_THAT(status, HasSubstr("WEBHOOK_SECRET="));
   EXPECT_THAT(status, HasSubstr("GITHUB_API_URL=http://127.0.0.1:"));
   EXPECT_THAT(status, HasSubstr("DISPATCH_URL=http://127.0.0.1:"));
+  EXPECT_THAT(status, HasSubstr("CALLBACK_URL=http://127.0.0.1:"));
+  EXPECT_THAT(status, HasSubstr("OIDC_JWKS_FILE="));
   auto pos = status.find("INTAKE_URL=http://127.0.0.1:");
   ASSERT_NE(pos, std::string::npos) << status;
   uint16_t port = static_cast<uint16_t>(std::stoi(status.substr(pos + 28)));
@@ -50,6 +57,8 @@ TEST(DevUpE2E, UpDrivesRealWebhooksIntoTheTopicStatusAndDown) {
   EXPECT_THAT(out, HasSubstr("(329 new)"));
   EXPECT_THAT(out, HasSubstr("holds 658 records"));
   EXPECT_THAT(out, HasSubstr("fake GitHub received 96 repository_dispatch calls"));
+  EXPECT_THAT(out, HasSubstr("canary downstream answered 96 dispatches"));
+  EXPECT_THAT(out, HasSubstr("\n0 unexpected answers"));
 
   ASSERT_EQ(testing::RunCommand(root + "/tools/dev down 2>&1"), 0);
   EXPECT_NE(testing::RunCommand(root + "/tools/dev status 2>/dev/null"), 0);

@@ -48,6 +48,14 @@ std::string RandomId() {
   return github::Hex(std::string_view(reinterpret_cast<const char*>(bytes), sizeof bytes));
 }
 
+// A record with the headers every relay record carries.
+kafka::Record Rec(const std::string& topic, std::string key, const google::protobuf::Message& value,
+                  const std::string& delivery_id, int32_t partition = -1) {
+  return kafka::Record{topic, std::move(key), value.SerializeAsString(),
+                       {{"relay-schema", value.GetDescriptor()->full_name()}, {"relay-delivery-id", delivery_id}},
+                       partition};
+}
+
 std::string Sha256Hex(std::string_view data) {
   auto digest = github::Sha256(data);
   return github::Hex(std::string_view(reinterpret_cast<const char*>(digest.data()), digest.size()));
@@ -368,7 +376,7 @@ class CollectorService final : public service::Service {
       std::lock_guard lock(waiters_mu_);
       waiters_.emplace(id, Waiter{std::move(responder), std::chrono::steady_clock::now() + settings_.decision_timeout});
     }
-    producer_->Send(kafka::Record{settings_.topics.callbacks, entry->repo, req.SerializeAsString(), {}},
+    producer_->Send(Rec(settings_.topics.callbacks, entry->repo, req, req.delivery_id()),
                     [this, id](absl::Status st) {
                       if (st.ok()) return;
                       log::Warn("callback not durable", {{"error", std::string(st.message())}});
@@ -537,11 +545,11 @@ class CollectorService final : public service::Service {
         d = part->jobs.Apply(req, now_ms, labels);
       }
       if (d.job) {
-        effects.push_back(kafka::Record{settings_.topics.state, "j|" + d.job_id, d.job->SerializeAsString(), {}, rec.partition});
+        effects.push_back(Rec(settings_.topics.state, "j|" + d.job_id, *d.job, req.delivery_id(), rec.partition));
       }
-      if (d.result) effects.push_back(kafka::Record{settings_.topics.results, d.job_id, d.result->SerializeAsString(), {}});
+      if (d.result) effects.push_back(Rec(settings_.topics.results, d.job_id, *d.result, req.delivery_id()));
       if (d.check_run) {
-        effects.push_back(kafka::Record{settings_.topics.github_requests, d.check_run->repo(), d.check_run->SerializeAsString(), {}});
+        effects.push_back(Rec(settings_.topics.github_requests, d.check_run->repo(), *d.check_run, req.delivery_id()));
       }
       if (req.sweep()) {
         if (d.outcome == "accepted") sweeps_.Add({{"result", "timed_out"}}).Increment();
@@ -558,7 +566,7 @@ class CollectorService final : public service::Service {
         log::Info("callback refused by the state machine",
                   {{"status", d.http_status}, {"reason", d.reason}, {"repo", req.repo()}, {"job", d.job_id}});
       }
-      answers.push_back(kafka::Record{settings_.topics.decisions, req.request_id(), answer.SerializeAsString(), {}});
+      answers.push_back(Rec(settings_.topics.decisions, req.request_id(), answer, req.delivery_id()));
     }
     // The state and its effects are durable before anyone hears the
     // decision; if any of them fails the batch comes again, and what was
@@ -634,7 +642,7 @@ class CollectorService final : public service::Service {
       log::Info("zombie job to be timed out", {{"repo", req.repo()}, {"run_id", req.workflow().run_id()},
                                                {"job", req.workflow().job_name()}});
       std::string key = req.repo();
-      producer_->Send(kafka::Record{settings_.topics.callbacks, std::move(key), req.SerializeAsString(), {}, p},
+      producer_->Send(Rec(settings_.topics.callbacks, std::move(key), req, req.delivery_id(), p),
                       [](absl::Status st) {
                         // Asked again at the next sweep after 10 minutes.
                         if (!st.ok()) log::Warn("sweep request not durable", {{"error", std::string(st.message())}});

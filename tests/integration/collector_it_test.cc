@@ -1,0 +1,456 @@
+// relay-collector end to end on the real Kafka broker: OIDC tokens minted
+// here from a local RSA key (the collector trusts its JWKS file), relay
+// tokens signed with the keys dispatch uses, dispatch records written to
+// relay.dispatches as dispatch writes them, and callbacks posted exactly as
+// the public action posts them. Each test has its own downstream repos and
+// consumer group, so tests sharing the broker do not see each other's jobs.
+#include <signal.h>
+
+#include <atomic>
+#include <fstream>
+#include <future>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include <boost/json.hpp>
+
+#include "relay/auth/jwt.h"
+#include "relay/auth/oidc.h"
+#include "relay/auth/relay_token.h"
+#include "relay/kafka/producer.h"
+#include "relay/v1/collector.pb.h"
+#include "relay/v1/dispatch.pb.h"
+#include "relay/v1/github.pb.h"
+#include "support/fixtures.h"
+#include "support/http_client.h"
+#include "support/kafka_admin.h"
+#include "support/subprocess.h"
+#include "support/topic_reader.h"
+
+namespace relay {
+namespace {
+
+namespace json = boost::json;
+using testing::Env;
+using testing::HttpClient;
+using testing::HttpResult;
+using testing::ReadFile;
+using testing::Subprocess;
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+constexpr char kIssuer[] = "https://token.actions.example.test";
+constexpr char kAudience[] = "relay-it";
+constexpr char kTokenKeys[] = "signing_key: it1\nkeys:\n  it1: collector-it-secret-0123456789-0123456789\n";
+
+std::string Unique() {
+  std::random_device rd;
+  return std::to_string(rd()) + std::to_string(rd() % 1000);
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path + ".tmp") << text;
+  std::rename((path + ".tmp").c_str(), path.c_str());
+}
+
+int64_t NowS() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string B64(std::string_view in) {
+  std::string out(4 * ((in.size() + 2) / 3) + 1, '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), reinterpret_cast<const unsigned char*>(in.data()),
+                          static_cast<int>(in.size()));
+  out.resize(n);
+  for (char& c : out) c = c == '+' ? '-' : c == '/' ? '_' : c;
+  while (!out.empty() && out.back() == '=') out.pop_back();
+  return out;
+}
+
+double Metric(uint16_t port, const std::string& name) {
+  std::string m = "\n" + HttpClient("127.0.0.1", port).Get("/metrics").body;
+  auto at = m.find("\n" + name + " ");
+  return at == std::string::npos ? 0 : std::stod(m.substr(at + name.size() + 2));
+}
+
+// The OIDC issuer (a key pair and its JWKS file), the relay token keys,
+// the allowlist, relay-collector processes, and a producer that writes
+// relay.dispatches as dispatch does.
+class CollectorStack {
+ public:
+  explicit CollectorStack(const std::string& name)
+      : dir_(Env("RELAY_IT_DIR") + "/collector-" + name + "-" + Unique()),
+        org_("it" + Unique()),
+        group_("it-collector-" + Unique()),
+        keys_(*auth::RelayTokenKeys::Parse(kTokenKeys, "it")) {
+    testing::RunCommand("mkdir -p " + dir_);
+    auto [private_pem, public_pem] = testing::NewRsaKeyPairPem();
+    key_ = *auth::RsaKey::FromPem(private_pem);
+    public_pem_ = public_pem;
+    auto other = testing::NewRsaKeyPairPem();
+    other_key_ = *auth::RsaKey::FromPem(other.first);
+    json::array keys{*auth::ToJwk(*auth::RsaKey::FromPem(public_pem), "k1")};
+    WriteFile(dir_ + "/jwks.json", json::serialize(json::object{{"keys", keys}}));
+    WriteFile(dir_ + "/keys.yaml", kTokenKeys);
+    kafka::ProducerOptions po;
+    po.bootstrap = testing::FixtureBootstrap();
+    producer_ = std::move(*kafka::NewKafkaProducer(po, nullptr));
+  }
+
+  std::string Repo(const std::string& name) const { return org_ + "/" + name; }
+  void SetAllowlist(const std::string& yaml) { WriteFile(dir_ + "/allowlist.yaml", yaml); }
+
+  uint16_t Start(int n, std::map<std::string, std::string> env = {}) {
+    std::string port_file = dir_ + "/collector" + std::to_string(n) + ".port";
+    std::remove(port_file.c_str());
+    env.emplace("RELAY_HTTP_LISTEN", "127.0.0.1:0");
+    env.emplace("RELAY_HTTP_DRAIN_DELAY", "0s");
+    env.emplace("RELAY_KAFKA_BOOTSTRAP", testing::FixtureBootstrap());
+    env.emplace("RELAY_KAFKA_GROUP_ID", group_);
+    env.emplace("RELAY_KAFKA_SESSION_TIMEOUT", "6s");
+    env.emplace("RELAY_ALLOWLIST_FILE", dir_ + "/allowlist.yaml");
+    env.emplace("RELAY_TOKENS_KEYS_FILE", dir_ + "/keys.yaml");
+    env.emplace("RELAY_COLLECTOR_OIDC_ISSUER", kIssuer);
+    env.emplace("RELAY_COLLECTOR_OIDC_AUDIENCE", kAudience);
+    env.emplace("RELAY_COLLECTOR_OIDC_JWKS_FILE", dir_ + "/jwks.json");
+    procs_[n] = std::make_unique<Subprocess>(std::vector<std::string>{Env("RELAY_IT_COLLECTOR_BIN"), "--port-file", port_file},
+                                             env, dir_ + "/collector" + std::to_string(n) + ".log");
+    if (!testing::WaitForFile(port_file, 30s)) return 0;
+    uint16_t port = static_cast<uint16_t>(std::stoi(ReadFile(port_file)));
+    // Ready (following decisions) and owning partitions.
+    auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (HttpClient("127.0.0.1", port).Get("/readyz").status == 200 && Log(n).find("partition loaded") != std::string::npos) {
+        return port;
+      }
+      std::this_thread::sleep_for(100ms);
+    }
+    return 0;
+  }
+  Subprocess& proc(int n) { return *procs_.at(n); }
+  std::string Log(int n) { return ReadFile(dir_ + "/collector" + std::to_string(n) + ".log"); }
+
+  // A dispatch of `delivery` to `repo`, as dispatch records it once GitHub
+  // accepted it; returns the relay token that went with it.
+  std::string Dispatch(const std::string& repo, const std::string& delivery, int level, int64_t at_ms) {
+    v1::DispatchRecord d;
+    d.set_request_id(delivery + repo);
+    d.set_delivery_id(delivery);
+    d.set_upstream_repo("pytorch/pytorch");
+    d.set_downstream_repo(repo);
+    d.set_level(level);
+    d.set_event("pull_request");
+    d.set_action("synchronize");
+    d.set_pr_number(42);
+    d.set_head_sha("abc123");
+    d.set_dispatched_at_unix_ms(at_ms);
+    d.set_token_key_id("it1");
+    std::promise<absl::Status> acked;
+    producer_->Send(kafka::Record{"relay.dispatches", repo, d.SerializeAsString(), {}},
+                    [&](absl::Status s) { acked.set_value(std::move(s)); });
+    EXPECT_TRUE(acked.get_future().get().ok());
+    return keys_.Sign(delivery, repo, at_ms / 1000, 7 * 24 * 3600);
+  }
+
+  json::object Claims(const std::string& repo) {
+    int64_t now = NowS();
+    return json::object{{"iss", kIssuer}, {"aud", kAudience}, {"sub", "repo:" + repo + ":ref:refs/heads/main"},
+                        {"repository", repo}, {"repository_id", "1234"}, {"jti", "jti-" + Unique()},
+                        {"iat", now}, {"nbf", now}, {"exp", now + 300}};
+  }
+  std::string Oidc(const std::string& repo) { return *auth::SignRs256(Claims(repo), key_, "k1"); }
+  std::string Mint(const json::object& claims, bool other_key = false, const std::string& kid = "k1") {
+    return *auth::SignRs256(claims, other_key ? other_key_ : key_, kid);
+  }
+  const std::string& public_pem() const { return public_pem_; }
+
+ private:
+  std::string dir_, org_, group_;
+  auth::RelayTokenKeys keys_;
+  auth::RsaKey key_, other_key_;
+  std::string public_pem_;
+  std::map<int, std::unique_ptr<Subprocess>> procs_;
+  std::unique_ptr<kafka::Producer> producer_;
+};
+
+// The body report_callback.py posts: the client payload whole, plus workflow.
+std::string Body(const std::string& delivery, const std::string& token, const std::string& status,
+                 const std::string& job, const std::string& run_id = "7001", const std::string& attempt = "1",
+                 const std::string& conclusion = "success") {
+  json::object payload{{"action", "synchronize"},
+                       {"number", 42},
+                       {"repository", json::object{{"full_name", "pytorch/pytorch"}}},
+                       {"pull_request", json::object{{"number", 42}, {"head", json::object{{"sha", "abc123"}}}}}};
+  json::object body{{"event_type", "pull_request"}, {"delivery_id", delivery}, {"payload", payload}};
+  if (!token.empty()) body["relay_token"] = token;
+  json::value concl = status == "completed" ? json::value(conclusion) : json::value(nullptr);
+  body["workflow"] = json::object{{"schema_version", "1"},
+                                  {"status", status},
+                                  {"conclusion", concl},
+                                  {"name", "CI"},
+                                  {"url", "https://github.com/o/r/actions/runs/" + run_id},
+                                  {"run_id", run_id},
+                                  {"run_attempt", attempt},
+                                  {"job_name", job},
+                                  {"check_run_id", run_id + "-" + attempt},
+                                  {"started_at", "2026-11-23T10:00:00Z"},
+                                  {"completed_at", nullptr}};
+  if (status == "completed") {
+    body["workflow"].as_object()["test_results"] = json::object{{"passed", 90}, {"failed", 3}, {"skipped", 7}};
+  }
+  return json::serialize(body);
+}
+
+HttpResult Post(uint16_t port, const std::string& bearer, const std::string& body) {
+  return HttpClient("127.0.0.1", port).Post("/github/callback",
+                                            {{"Authorization", "Bearer " + bearer}, {"Content-Type", "application/json"}}, body);
+}
+
+// Records of a topic for this stack's jobs (matching `pred`).
+template <typename Msg>
+std::vector<Msg> Read(const std::string& topic, std::function<bool(const Msg&)> pred) {
+  std::string error;
+  std::vector<Msg> out;
+  for (const auto& r : testing::ReadTopic(testing::FixtureBootstrap(), topic, 30s, &error)) {
+    Msg m;
+    if (m.ParseFromString(r.value) && pred(m)) out.push_back(std::move(m));
+  }
+  EXPECT_EQ(error, "");
+  return out;
+}
+
+class CollectorIT : public ::testing::Test {};
+
+TEST_F(CollectorIT, AMatrixOfJobsGoesThroughWithTheRelaysTimesAndCheckRunsForL4) {
+  CollectorStack s("matrix");
+  std::string l2 = s.Repo("l2"), l4 = s.Repo("l4");
+  s.SetAllowlist("L2: [" + l2 + "]\nL4: [" + l4 + "]\n");
+  uint16_t port = s.Start(1);
+  ASSERT_NE(port, 0) << s.Log(1);
+  std::string delivery = "d-" + Unique();
+  int64_t dispatched = NowS() * 1000 - 60'000;
+  std::map<std::string, std::string> tokens = {{l2, s.Dispatch(l2, delivery, 2, dispatched)},
+                                               {l4, s.Dispatch(l4, delivery, 4, dispatched)}};
+  for (const auto& [repo, token] : tokens) {
+    for (int leg = 0; leg < 4; ++leg) {
+      std::string job = "test (" + std::to_string(leg) + ", 4)";
+      auto started = Post(port, s.Oidc(repo), Body(delivery, token, "in_progress", job));
+      EXPECT_EQ(started.status, 200) << started.body;
+      EXPECT_THAT(started.body, HasSubstr("\"accepted\""));
+      auto done = Post(port, s.Oidc(repo), Body(delivery, token, "completed", job, "7001", "1", leg == 3 ? "failure" : "success"));
+      EXPECT_EQ(done.status, 200) << done.body;
+    }
+  }
+  auto results = Read<v1::JobResult>("ci.results", [&](const v1::JobResult& r) { return r.delivery_id() == delivery; });
+  std::map<std::string, v1::JobResult> latest;
+  for (auto& r : results) {
+    if (r.version() > latest[r.job_id()].version()) latest[r.job_id()] = r;
+  }
+  ASSERT_EQ(latest.size(), 8u);
+  for (const auto& [id, r] : latest) {
+    EXPECT_EQ(r.status(), "completed");
+    EXPECT_EQ(r.verified_repo(), r.downstream_repo());
+    EXPECT_EQ(r.dispatched_at_source(), "relay.dispatches");
+    EXPECT_GE(r.queue_time_ms(), 59'000) << "queue time runs from the dispatch record's time";
+    EXPECT_GE(r.execution_time_ms(), 0);
+    EXPECT_EQ(r.tests_total(), 100);
+  }
+  auto checks = Read<v1::GitHubRequest>("github.requests", [&](const v1::GitHubRequest& r) {
+    return r.delivery_id() == delivery && r.has_check_run();
+  });
+  EXPECT_EQ(checks.size(), 8u) << "in_progress and completed for each of the 4 L4 legs, none for L2";
+  for (const auto& c : checks) {
+    EXPECT_EQ(c.repo(), "pytorch/pytorch");
+    EXPECT_THAT(c.check_run().name(), HasSubstr("crcr/" + l4 + "/CI/test ("));
+  }
+}
+
+TEST_F(CollectorIT, EveryRefusalRuleAnswersItsStatus) {
+  CollectorStack s("refusals");
+  std::string l1 = s.Repo("l1"), l2 = s.Repo("l2"), other = s.Repo("other"), stranger = s.Repo("stranger");
+  s.SetAllowlist("L1: [" + l1 + "]\nL2: [" + l2 + ", " + other + "]\n");
+  uint16_t port = s.Start(1);
+  ASSERT_NE(port, 0) << s.Log(1);
+  std::string delivery = "d-" + Unique();
+  std::string token = s.Dispatch(l2, delivery, 2, NowS() * 1000);
+  std::string body = Body(delivery, token, "in_progress", "build");
+
+  // Forged OIDC tokens: 401 each.
+  auto claims = s.Claims(l2);
+  EXPECT_EQ(Post(port, s.Mint(claims, /*other_key=*/true), body).status, 401) << "wrong key";
+  auto c = claims;
+  c["aud"] = "someone-else";
+  EXPECT_EQ(Post(port, s.Mint(c), body).status, 401) << "wrong audience";
+  c = claims;
+  c["iss"] = "https://evil.example.test";
+  EXPECT_EQ(Post(port, s.Mint(c), body).status, 401) << "wrong issuer";
+  c = claims;
+  c["exp"] = NowS() - 300;
+  EXPECT_EQ(Post(port, s.Mint(c), body).status, 401) << "expired";
+  c = claims;
+  c["nbf"] = NowS() + 600;
+  EXPECT_EQ(Post(port, s.Mint(c), body).status, 401) << "not yet valid";
+  EXPECT_EQ(Post(port, s.Mint(claims, false, "k-unknown"), body).status, 401) << "unknown kid";
+  std::string payload = B64(json::serialize(claims));
+  EXPECT_EQ(Post(port, B64(R"({"alg":"none","typ":"JWT","kid":"k1"})") + "." + payload + ".", body).status, 401)
+      << "alg none";
+  std::string input = B64(R"({"alg":"HS256","typ":"JWT","kid":"k1"})") + "." + payload;
+  unsigned char mac[32];
+  unsigned int mac_len = 0;
+  HMAC(EVP_sha256(), s.public_pem().data(), static_cast<int>(s.public_pem().size()),
+       reinterpret_cast<const unsigned char*>(input.data()), input.size(), mac, &mac_len);
+  EXPECT_EQ(Post(port, input + "." + B64(std::string_view(reinterpret_cast<char*>(mac), mac_len)), body).status, 401)
+      << "HS256 keyed with the public key";
+  EXPECT_EQ(HttpClient("127.0.0.1", port).Post("/github/callback", {}, body).status, 401) << "no token";
+
+  // Policy: L1 acknowledged and ignored, an unknown repo 403.
+  auto ignored = Post(port, s.Oidc(l1), body);
+  EXPECT_EQ(ignored.status, 200);
+  EXPECT_THAT(ignored.body, HasSubstr("ignored"));
+  EXPECT_EQ(Post(port, s.Oidc(stranger), body).status, 403);
+
+  // Relay tokens: another repo's, altered, expired, missing: 403.
+  EXPECT_EQ(Post(port, s.Oidc(other), body).status, 403) << "a token replayed by another repo";
+  std::string altered = token;
+  altered[altered.size() - 3] = altered[altered.size() - 3] == 'A' ? 'B' : 'A';
+  EXPECT_EQ(Post(port, s.Oidc(l2), Body(delivery, altered, "in_progress", "build")).status, 403);
+  auto keys = *auth::RelayTokenKeys::Parse(kTokenKeys, "it");
+  std::string expired = keys.Sign(delivery, l2, NowS() - 10 * 24 * 3600, 3600);
+  EXPECT_EQ(Post(port, s.Oidc(l2), Body(delivery, expired, "in_progress", "build")).status, 403);
+  EXPECT_EQ(Post(port, s.Oidc(l2), Body(delivery, "", "in_progress", "build")).status, 403) << "missing";
+  EXPECT_EQ(Post(port, s.Oidc(l2), Body("other-delivery", token, "in_progress", "build")).status, 403)
+      << "a token for another delivery";
+  // Malformed: 400.
+  EXPECT_EQ(Post(port, s.Oidc(l2), "{\"event_type\":1}").status, 400);
+
+  // The state machine.
+  EXPECT_EQ(Post(port, s.Oidc(l2), Body(delivery, token, "completed", "build")).status, 409) << "completed first";
+  std::string oidc = s.Oidc(l2);
+  EXPECT_EQ(Post(port, oidc, body).status, 200);
+  auto replay = Post(port, oidc, body);
+  EXPECT_EQ(replay.status, 200) << "the same callback with the same token: a retry after a lost answer";
+  EXPECT_THAT(replay.body, HasSubstr("replayed"));
+  EXPECT_EQ(Post(port, oidc, Body(delivery, token, "completed", "build")).status, 401) << "a used OIDC token";
+  auto dup = Post(port, s.Oidc(l2), body);
+  EXPECT_EQ(dup.status, 409);
+  EXPECT_THAT(dup.body, HasSubstr("duplicate in_progress"));
+  EXPECT_EQ(Post(port, s.Oidc(l2), Body(delivery, token, "completed", "build")).status, 200);
+  EXPECT_EQ(Post(port, s.Oidc(l2), Body(delivery, token, "completed", "build")).status, 409) << "duplicate completed";
+  EXPECT_EQ(Post(port, s.Oidc(l2), body).status, 409) << "backwards";
+  // A nightly report for a sha never dispatched: 404.
+  std::string nightly = R"({"event_type":"nightly","delivery_id":")" + std::string(40, 'e') +
+                        R"(","workflow":{"schema_version":"1","status":"completed","conclusion":"success",)"
+                        R"("run_id":"5","run_attempt":"1","job_name":"nightly"}})";
+  EXPECT_EQ(Post(port, s.Oidc(l2), nightly).status, 404);
+  EXPECT_GE(Metric(port, "relay_collector_callbacks_total{outcome=\"refused\",reason=\"bad_token\"}"), 9);
+}
+
+TEST_F(CollectorIT, ABurstOfAHundredMatrixLegsIsAccepted) {
+  CollectorStack s("burst");
+  std::string repo = s.Repo("matrix");
+  s.SetAllowlist("L2: [" + repo + "]\n");
+  uint16_t port = s.Start(1);
+  ASSERT_NE(port, 0) << s.Log(1);
+  std::string delivery = "d-" + Unique();
+  std::string token = s.Dispatch(repo, delivery, 2, NowS() * 1000);
+  std::vector<std::string> oidc;
+  for (int i = 0; i < 100; ++i) oidc.push_back(s.Oidc(repo));
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 10; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = t; i < 100; i += 10) {
+        auto r = Post(port, oidc[i], Body(delivery, token, "in_progress", "leg " + std::to_string(i)));
+        if (r.status == 200) ++ok;
+        else ADD_FAILURE() << r.status << " " << r.body;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 100);
+}
+
+TEST_F(CollectorIT, ARestartedCollectorKeepsTheStateMachine) {
+  CollectorStack s("restart");
+  std::string repo = s.Repo("be");
+  s.SetAllowlist("L2: [" + repo + "]\n");
+  uint16_t port = s.Start(1);
+  ASSERT_NE(port, 0) << s.Log(1);
+  std::string delivery = "d-" + Unique();
+  std::string token = s.Dispatch(repo, delivery, 2, NowS() * 1000);
+  std::string oidc = s.Oidc(repo);
+  std::string started = Body(delivery, token, "in_progress", "job");
+  ASSERT_EQ(Post(port, oidc, started).status, 200);
+  s.proc(1).Signal(SIGKILL);
+  s.proc(1).Wait(10s);
+  port = s.Start(2);
+  ASSERT_NE(port, 0) << s.Log(2);
+  EXPECT_EQ(Post(port, s.Oidc(repo), started).status, 409) << "still in progress after the restart";
+  EXPECT_EQ(Post(port, oidc, started).status, 200) << "the same callback is still recognised";
+  EXPECT_EQ(Post(port, s.Oidc(repo), Body(delivery, token, "completed", "job")).status, 200);
+  EXPECT_EQ(Post(port, s.Oidc(repo), Body(delivery, token, "completed", "job")).status, 409);
+}
+
+TEST_F(CollectorIT, TwoInstancesRacingOnOneJobNeverAcceptADuplicateCompleted) {
+  CollectorStack s("race");
+  std::string repo = s.Repo("be");
+  s.SetAllowlist("L2: [" + repo + "]\n");
+  uint16_t p1 = s.Start(1), p2 = s.Start(2);
+  ASSERT_NE(p1, 0) << s.Log(1);
+  ASSERT_NE(p2, 0) << s.Log(2);
+  std::string delivery = "d-" + Unique();
+  std::string token = s.Dispatch(repo, delivery, 2, NowS() * 1000);
+  for (int round = 0; round < 10; ++round) {
+    std::string job = "race " + std::to_string(round);
+    ASSERT_EQ(Post(p1, s.Oidc(repo), Body(delivery, token, "in_progress", job)).status, 200);
+    std::string a = s.Oidc(repo), b = s.Oidc(repo);
+    std::string done = Body(delivery, token, "completed", job);
+    auto fa = std::async(std::launch::async, [&] { return Post(p1, a, done).status; });
+    auto fb = std::async(std::launch::async, [&] { return Post(p2, b, done).status; });
+    std::multiset<int> statuses = {fa.get(), fb.get()};
+    EXPECT_EQ(statuses, (std::multiset<int>{200, 409})) << "round " << round;
+  }
+  auto results = Read<v1::JobResult>("ci.results", [&](const v1::JobResult& r) {
+    return r.delivery_id() == delivery && r.status() == "completed";
+  });
+  std::set<std::string> jobs;
+  for (const auto& r : results) jobs.insert(r.job_id());
+  EXPECT_EQ(jobs.size(), 10u);
+  EXPECT_EQ(results.size(), 10u) << "one completed result per job";
+}
+
+TEST_F(CollectorIT, TheSweeperTimesAZombieOutOnce) {
+  CollectorStack s("sweep");
+  std::string repo = s.Repo("be");
+  s.SetAllowlist("L2: [" + repo + "]\n");
+  uint16_t port = s.Start(1, {{"RELAY_COLLECTOR_ZOMBIE_TIMEOUT", "2s"}, {"RELAY_COLLECTOR_SWEEP_INTERVAL", "300ms"}});
+  ASSERT_NE(port, 0) << s.Log(1);
+  std::string delivery = "d-" + Unique();
+  std::string token = s.Dispatch(repo, delivery, 2, NowS() * 1000);
+  ASSERT_EQ(Post(port, s.Oidc(repo), Body(delivery, token, "in_progress", "stuck")).status, 200);
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (Metric(port, "relay_collector_sweeps_total{result=\"timed_out\"}") < 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(200ms);
+  }
+  std::this_thread::sleep_for(2s);  // more sweeps pass
+  // (The metric counts more: this group also owns the state earlier tests
+  // left in progress in collector.state, and times those out too.)
+  auto late = Post(port, s.Oidc(repo), Body(delivery, token, "completed", "stuck"));
+  EXPECT_EQ(late.status, 409) << late.body;
+  auto results = Read<v1::JobResult>("ci.results", [&](const v1::JobResult& r) {
+    return r.delivery_id() == delivery && r.status() == "completed";
+  });
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].conclusion(), "timed_out");
+  EXPECT_TRUE(results[0].timed_out_by_sweeper());
+}
+
+}  // namespace
+}  // namespace relay

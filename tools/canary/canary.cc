@@ -1,0 +1,209 @@
+// relay-canary: a simulated downstream CI for the dev stack. It watches the
+// repository_dispatch calls the fake GitHub received and answers each one
+// the way a downstream workflow using the public cross-repo-ci-relay-callback
+// action does: in_progress then completed for every leg of a job matrix,
+// with OIDC tokens from a dev issuer (an RSA key whose JWKS the collector
+// trusts) and the client payload echoed whole. A deterministic mix adds
+// failures, cancellations, re-run attempts, duplicate and out-of-order
+// callbacks; each callback knows the status the relay must answer, and the
+// run fails when any answer differs.
+//
+//   relay-canary jwks --key PEM --kid KID          print the issuer's JWKS
+//   relay-canary run --github URL --collector URL --key PEM --kid KID
+//                    --issuer ISS --audience AUD [--idle SECONDS] [--seed N]
+//                    [--skip-calls N]   (calls the fake got before this run)
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <boost/json.hpp>
+
+#include "relay/auth/jwt.h"
+#include "relay/auth/oidc.h"
+#include "relay/http/client.h"
+
+namespace {
+
+namespace json = boost::json;
+namespace bhttp = boost::beast::http;
+using namespace std::chrono_literals;
+
+[[noreturn]] void Die(const std::string& why) {
+  std::cerr << "relay-canary: " << why << "\n";
+  std::exit(2);
+}
+
+std::map<std::string, std::string> Flags(int argc, char** argv, int from) {
+  std::map<std::string, std::string> out;
+  for (int i = from; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--", 0) != 0 || i + 1 >= argc) Die("bad argument " + a);
+    out[a.substr(2)] = argv[++i];
+  }
+  return out;
+}
+
+std::string Need(const std::map<std::string, std::string>& f, const std::string& k) {
+  auto it = f.find(k);
+  if (it == f.end()) Die("--" + k + " is required");
+  return it->second;
+}
+
+int64_t NowS() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+struct Tally {
+  std::map<std::string, int> by_kind;  // "<what> -> <status>"
+  int unexpected = 0;
+};
+
+class Canary {
+ public:
+  Canary(std::map<std::string, std::string> f)
+      : issuer_(Need(f, "issuer")), audience_(Need(f, "audience")), kid_(Need(f, "kid")),
+        rng_(static_cast<uint32_t>(std::stoul(f.count("seed") ? f["seed"] : "1"))) {
+    auto key = relay::auth::RsaKey::LoadPem(Need(f, "key"));
+    if (!key.ok()) Die(std::string(key.status().message()));
+    key_ = *key;
+    auto gh = relay::http::Client::New(Need(f, "github"));
+    auto col = relay::http::Client::New(Need(f, "collector"));
+    if (!gh.ok() || !col.ok()) Die("bad --github or --collector URL");
+    github_ = std::move(*gh);
+    collector_ = std::move(*col);
+    seen_ = std::stoul(f.count("skip-calls") ? f["skip-calls"] : "0");
+  }
+
+  // Answers every dispatch not answered yet; true when there were any.
+  bool Round() {
+    auto r = github_->Send(bhttp::verb::get, "/_fake/calls", {}, "");
+    if (!r.ok() || r->status != 200) Die("fake GitHub /_fake/calls failed");
+    boost::system::error_code ec;
+    json::value calls = json::parse(r->body, ec);
+    if (ec || !calls.is_array()) Die("fake GitHub /_fake/calls is not a JSON array");
+    bool any = false;
+    const auto& all = calls.as_array();
+    for (size_t i = seen_; i < all.size(); ++i) {
+      const auto& c = all[i].as_object();
+      if (c.at("endpoint").as_string() != "POST /repos/{owner}/{repo}/dispatches" || c.at("status").as_int64() != 204) continue;
+      const json::value* payload = c.at("body").as_object().if_contains("client_payload");
+      if (!payload || !payload->is_object()) continue;
+      Answer(std::string(c.at("repo").as_string()), payload->as_object());
+      any = true;
+    }
+    seen_ = all.size();
+    return any;
+  }
+
+  const Tally& tally() const { return tally_; }
+  int dispatches() const { return dispatches_; }
+
+ private:
+  std::string Oidc(const std::string& repo) {
+    int64_t now = NowS();
+    json::object claims{{"iss", issuer_}, {"aud", audience_}, {"sub", "repo:" + repo + ":ref:refs/heads/main"},
+                        {"repository", repo}, {"repository_id", std::to_string(std::hash<std::string>{}(repo) % 100000000)},
+                        {"jti", std::to_string(rng_()) + "-" + std::to_string(++minted_)},
+                        {"iat", now}, {"nbf", now}, {"exp", now + 300}};
+    return *relay::auth::SignRs256(claims, key_, kid_);
+  }
+
+  // One callback; `expect` is the status the relay must answer (an L1 repo
+  // is acknowledged with 200 whatever it says).
+  void Post(const std::string& repo, const json::object& client_payload, const json::object& workflow, int expect,
+            const std::string& what) {
+    json::object body = client_payload;  // echoed whole, as the action does
+    body["workflow"] = workflow;
+    auto r = collector_->Send(bhttp::verb::post, "/github/callback",
+                              {{"Authorization", "Bearer " + Oidc(repo)}, {"Content-Type", "application/json"}},
+                              json::serialize(body));
+    int got = r.ok() ? static_cast<int>(r->status) : 0;
+    bool ignored = r.ok() && r->body.find("\"ignored\"") != std::string::npos;
+    std::string kind = what + " -> " + (ignored ? "200 ignored (L1)" : std::to_string(got));
+    tally_.by_kind[kind]++;
+    if (!ignored && got != expect) {
+      tally_.unexpected++;
+      std::cerr << "unexpected: " << repo << " " << what << ": " << got << " (wanted " << expect << ") "
+                << (r.ok() ? r->body : std::string(r.status().message())) << "\n";
+    }
+  }
+
+  static json::object Workflow(const std::string& run_id, int attempt, const std::string& job, const std::string& status,
+                               const std::string& conclusion) {
+    json::object w{{"schema_version", "1"}, {"status", status},
+                   {"conclusion", status == "completed" ? json::value(conclusion) : json::value(nullptr)},
+                   {"name", "canary-ci"}, {"url", "https://github.com/canary/actions/runs/" + run_id},
+                   {"run_id", run_id}, {"run_attempt", std::to_string(attempt)}, {"job_name", job},
+                   {"check_run_id", run_id + "-" + std::to_string(attempt)},
+                   {"started_at", "2026-11-23T00:00:00Z"}, {"completed_at", nullptr}};
+    if (status == "completed") {
+      bool failed = conclusion == "failure";
+      w["test_results"] = json::object{{"passed", 950}, {"failed", failed ? 3 : 0}, {"skipped", 47}};
+    }
+    return w;
+  }
+
+  void Answer(const std::string& repo, const json::object& payload) {
+    ++dispatches_;
+    std::string run_id = std::to_string(100000 + dispatches_);
+    int legs = 1 + static_cast<int>(rng_() % 3);
+    for (int leg = 0; leg < legs; ++leg) {
+      std::string job = "test (" + std::to_string(leg + 1) + ", " + std::to_string(legs) + ")";
+      uint32_t roll = rng_() % 100;
+      std::string conclusion = roll < 80 ? "success" : roll < 95 ? "failure" : "cancelled";
+      if (rng_() % 13 == 0) Post(repo, payload, Workflow(run_id, 1, job, "completed", conclusion), 409, "completed before in_progress");
+      Post(repo, payload, Workflow(run_id, 1, job, "in_progress", ""), 200, "in_progress");
+      if (rng_() % 11 == 0) Post(repo, payload, Workflow(run_id, 1, job, "in_progress", ""), 409, "duplicate in_progress");
+      Post(repo, payload, Workflow(run_id, 1, job, "completed", conclusion), 200, "completed " + conclusion);
+      if (rng_() % 10 == 0) Post(repo, payload, Workflow(run_id, 1, job, "completed", conclusion), 409, "duplicate completed");
+      if (conclusion == "failure" && rng_() % 2 == 0) {
+        // Re-run failed jobs: attempt 2 is a job of its own.
+        Post(repo, payload, Workflow(run_id, 2, job, "in_progress", ""), 200, "re-run in_progress");
+        Post(repo, payload, Workflow(run_id, 2, job, "completed", "success"), 200, "re-run completed success");
+      }
+    }
+  }
+
+  std::string issuer_, audience_, kid_;
+  relay::auth::RsaKey key_;
+  std::mt19937 rng_;
+  std::unique_ptr<relay::http::Client> github_, collector_;
+  size_t seen_ = 0;
+  int dispatches_ = 0;
+  int64_t minted_ = 0;
+  Tally tally_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) Die("usage: relay-canary jwks|run --flags (see the source's header)");
+  std::string cmd = argv[1];
+  auto flags = Flags(argc, argv, 2);
+  if (cmd == "jwks") {
+    auto key = relay::auth::RsaKey::LoadPem(Need(flags, "key"));
+    if (!key.ok()) Die(std::string(key.status().message()));
+    auto jwk = relay::auth::ToJwk(*key, Need(flags, "kid"));
+    if (!jwk.ok()) Die(std::string(jwk.status().message()));
+    std::cout << json::serialize(json::object{{"keys", json::array{*jwk}}}) << "\n";
+    return 0;
+  }
+  if (cmd != "run") Die("unknown command " + cmd);
+  int idle = std::stoi(flags.count("idle") ? flags["idle"] : "3");
+  Canary canary(flags);
+  auto last_work = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - last_work < std::chrono::seconds(idle)) {
+    if (canary.Round()) last_work = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(300ms);
+  }
+  std::cout << "canary downstream answered " << canary.dispatches() << " dispatches; callbacks by kind and answer:\n";
+  for (const auto& [kind, n] : canary.tally().by_kind) std::cout << "  " << n << "\t" << kind << "\n";
+  std::cout << canary.tally().unexpected << " unexpected answers\n";
+  return canary.tally().unexpected == 0 ? 0 : 1;
+}
