@@ -71,18 +71,24 @@ std::vector<Payload> LoadCorpus(const Options& o) {
   std::string line;
   while (std::getline(manifest, line)) {
     std::istringstream f(line);
-    std::string event, file, sig;
+    std::string event, file, sig, extra;
     std::getline(f, event, '\t');
     std::getline(f, file, '\t');
     std::getline(f, sig, '\t');
+    // A fourth column is one more raw header line (a callback's
+    // "Authorization: Bearer ..."); "-" leaves event or signature out.
+    std::getline(f, extra, '\t');
     std::ifstream in(o.corpus + "/" + file, std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();
     Payload p;
     p.body = ss.str();
     p.head = "POST " + o.target + " HTTP/1.1\r\nHost: " + o.host + "\r\nUser-Agent: GitHub-Hookshot/relay-loadgen\r\n"
-             "Content-Type: application/json\r\nX-GitHub-Event: " + event + "\r\nX-Hub-Signature-256: " + sig +
-             "\r\nContent-Length: " + std::to_string(p.body.size()) + "\r\n";
+             "Content-Type: application/json\r\n";
+    if (event != "-") p.head += "X-GitHub-Event: " + event + "\r\n";
+    if (sig != "-") p.head += "X-Hub-Signature-256: " + sig + "\r\n";
+    if (!extra.empty()) p.head += extra + "\r\n";
+    p.head += "Content-Length: " + std::to_string(p.body.size()) + "\r\n";
     out.push_back(std::move(p));
   }
   return out;
