@@ -283,8 +283,12 @@ void Jobs::Prune(int64_t cutoff_ms, int64_t now_unix) {
   for (auto it = tokens_.begin(); it != tokens_.end();) {
     it = it->second.expires_at < now_unix ? tokens_.erase(it) : std::next(it);
   }
-  // Completed jobs stay: a late duplicate must still be refused. They
-  // leave with collector.state's retention.
+  // Jobs leave with the same history (collector.state's retention is
+  // as long): a late duplicate within it is still refused.
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    int64_t last = std::max(it->second.in_progress_at_unix_ms(), it->second.completed_at_unix_ms());
+    it = last < cutoff_ms ? jobs_.erase(it) : std::next(it);
+  }
 }
 
 }  // namespace relay::collector

@@ -222,6 +222,9 @@ TEST_F(JobsTest, PruneForgetsOldDispatchesAndExpiredTokens) {
   EXPECT_EQ(jobs_.dispatches(), 0u);
   // The token is forgotten (it can no longer verify), the job is not.
   EXPECT_EQ(Apply(start).http_status, 409);
+  EXPECT_EQ(jobs_.jobs(), 1u);
+  jobs_.Prune(kDispatchedAt + 2, 200);
+  EXPECT_EQ(jobs_.jobs(), 0u) << "a job past the history goes too";
 }
 
 }  // namespace

@@ -47,8 +47,8 @@ class Jobs {
   Decision Apply(const v1::CallbackRequest& request, int64_t now_ms, const LabelLookup& labels);
   // Jobs in progress since before `cutoff_ms` (relay clock), for the sweeper.
   std::vector<std::string> InProgressSince(int64_t cutoff_ms) const;
-  // Forgets dispatches older than `cutoff_ms` and used tokens expired
-  // before `now_unix` (they can no longer verify anyway).
+  // Forgets dispatches and jobs last changed before `cutoff_ms`, and used
+  // tokens expired before `now_unix` (they can no longer verify anyway).
   void Prune(int64_t cutoff_ms, int64_t now_unix);
 
   const v1::JobState* Find(const std::string& job_id) const;
