@@ -43,6 +43,9 @@ using testing::HttpClient;
 using testing::HttpResult;
 using testing::ReadFile;
 using testing::Subprocess;
+using testing::Unique;
+constexpr auto WriteFile = testing::WriteFileAtomically;
+constexpr auto Metric = testing::MetricValue;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
@@ -50,15 +53,7 @@ constexpr char kIssuer[] = "https://token.actions.example.test";
 constexpr char kAudience[] = "relay-it";
 constexpr char kTokenKeys[] = "signing_key: it1\nkeys:\n  it1: collector-it-secret-0123456789-0123456789\n";
 
-std::string Unique() {
-  std::random_device rd;
-  return std::to_string(rd()) + std::to_string(rd() % 1000);
-}
 
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path + ".tmp") << text;
-  std::rename((path + ".tmp").c_str(), path.c_str());
-}
 
 int64_t NowS() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -74,11 +69,6 @@ std::string B64(std::string_view in) {
   return out;
 }
 
-double Metric(uint16_t port, const std::string& name) {
-  std::string m = "\n" + HttpClient("127.0.0.1", port).Get("/metrics").body;
-  auto at = m.find("\n" + name + " ");
-  return at == std::string::npos ? 0 : std::stod(m.substr(at + name.size() + 2));
-}
 
 // The OIDC issuer (a key pair and its JWKS file), the relay token keys,
 // the allowlist, relay-collector processes, and a producer that writes

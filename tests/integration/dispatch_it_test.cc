@@ -43,6 +43,9 @@ using testing::Env;
 using testing::HttpClient;
 using testing::ReadFile;
 using testing::Subprocess;
+using testing::Unique;
+constexpr auto WriteFile = testing::WriteFileAtomically;
+constexpr auto Metric = testing::MetricValue;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
@@ -67,23 +70,8 @@ std::vector<Payload> Find(const std::vector<Payload>& corpus, const std::string&
   return out;
 }
 
-std::string Unique() {
-  std::random_device rd;
-  return std::to_string(rd()) + std::to_string(rd() % 1000);
-}
 
-void WriteFile(const std::string& path, const std::string& text) {
-  // Whole or not at all: a reloading reader must never see half a file.
-  std::ofstream(path + ".tmp") << text;
-  std::rename((path + ".tmp").c_str(), path.c_str());
-}
 
-// A sample's value from a service's /metrics (0 when absent).
-double Metric(uint16_t port, const std::string& name) {
-  std::string m = "\n" + HttpClient("127.0.0.1", port).Get("/metrics").body;
-  auto at = m.find("\n" + name + " ");
-  return at == std::string::npos ? 0 : std::stod(m.substr(at + name.size() + 2));
-}
 
 // The fake GitHub, relay-dispatch's files and processes, and a producer
 // that writes github.webhooks records as intake would.

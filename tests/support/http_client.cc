@@ -119,4 +119,10 @@ std::string RawExchange(const std::string& host, uint16_t port, const std::strin
   return out;
 }
 
+double MetricValue(uint16_t port, const std::string& sample) {
+  std::string m = "\n" + HttpClient("127.0.0.1", port).Get("/metrics").body;
+  auto at = m.find("\n" + sample + " ");
+  return at == std::string::npos ? 0 : std::stod(m.substr(at + sample.size() + 2));
+}
+
 }  // namespace relay::testing

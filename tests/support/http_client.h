@@ -48,4 +48,8 @@ class HttpClient {
 std::string RawExchange(const std::string& host, uint16_t port, const std::string& bytes,
                         std::chrono::milliseconds timeout);
 
+// A sample's value from a service's /metrics, e.g.
+// MetricValue(port, "relay_x_total{outcome=\"ok\"}"); 0 when absent.
+double MetricValue(uint16_t port, const std::string& sample);
+
 }  // namespace relay::testing

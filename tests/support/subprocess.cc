@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -116,6 +117,16 @@ bool WaitForFile(const std::string& path, std::chrono::milliseconds timeout) {
 std::string Env(const char* name, const std::string& def) {
   const char* v = std::getenv(name);
   return v ? v : def;
+}
+
+void WriteFileAtomically(const std::string& path, const std::string& text) {
+  std::ofstream(path + ".tmp") << text;
+  std::rename((path + ".tmp").c_str(), path.c_str());
+}
+
+std::string Unique() {
+  std::random_device rd;
+  return std::to_string(rd()) + std::to_string(rd() % 1000);
 }
 
 }  // namespace relay::testing

@@ -44,4 +44,11 @@ bool WaitForFile(const std::string& path, std::chrono::milliseconds timeout);
 // Environment variable or `def`.
 std::string Env(const char* name, const std::string& def = "");
 
+// Writes a file whole or not at all (a temporary renamed over it), so a
+// service reloading it never sees half a file.
+void WriteFileAtomically(const std::string& path, const std::string& text);
+
+// A random decimal string, to keep names of tests sharing a broker apart.
+std::string Unique();
+
 }  // namespace relay::testing

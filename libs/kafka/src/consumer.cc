@@ -235,6 +235,34 @@ class KafkaSource final : public internal::Source {
 
 namespace internal {
 
+absl::StatusOr<rd_kafka_t*> NewUngroupedConsumer(const std::string& what,
+                                                 std::vector<std::pair<std::string, std::string>> props,
+                                                 const std::map<std::string, std::string>& extra) {
+  // Required by the consumer API; never joined (partitions are assigned by
+  // hand) and nothing is committed.
+  props.insert(props.begin(), {{"group.id", "relay-ungrouped"},
+                               {"enable.auto.commit", "false"},
+                               {"enable.auto.offset.store", "false"},
+                               {"enable.partition.eof", "false"}});
+  for (const auto& kv : extra) props.emplace_back(kv);
+  char err[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  for (const auto& [k, v] : props) {
+    if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
+      rd_kafka_conf_destroy(conf);
+      return absl::InvalidArgumentError(what + " property " + k + ": " + err);
+    }
+  }
+  RouteLogs(conf);
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+  if (!rk) {
+    rd_kafka_conf_destroy(conf);
+    return absl::InvalidArgumentError(what + ": " + err);
+  }
+  rd_kafka_poll_set_consumer(rk);
+  return rk;
+}
+
 ConsumedRecord ToRecord(const rd_kafka_message_t* m) {
   ConsumedRecord r;
   r.topic = rd_kafka_topic_name(m->rkt);

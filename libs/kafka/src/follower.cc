@@ -31,34 +31,15 @@ class KafkaFollower final : public Follower {
   }
 
   absl::Status Start() {
-    char err[512];
-    rd_kafka_conf_t* conf = rd_kafka_conf_new();
-    std::vector<std::pair<std::string, std::string>> props = {
-        {"bootstrap.servers", options_.bootstrap},
-        {"client.id", options_.client_id},
-        // Required by the consumer API; never joined (partitions are
-        // assigned by hand) and nothing is committed.
-        {"group.id", "relay-follower"},
-        {"enable.auto.commit", "false"},
-        {"enable.auto.offset.store", "false"},
-        {"enable.partition.eof", "false"},
-        {"auto.offset.reset", options_.from_beginning ? "earliest" : "latest"},
-        {"fetch.wait.max.ms", std::to_string(options_.max_fetch_wait.count())},
-    };
-    for (const auto& kv : options_.extra) props.emplace_back(kv);
-    for (const auto& [k, v] : props) {
-      if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
-        rd_kafka_conf_destroy(conf);
-        return absl::InvalidArgumentError("kafka follower property " + k + ": " + err);
-      }
-    }
-    RouteLogs(conf);
-    rk_ = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
-    if (!rk_) {
-      rd_kafka_conf_destroy(conf);
-      return absl::InvalidArgumentError(std::string("kafka follower: ") + err);
-    }
-    rd_kafka_poll_set_consumer(rk_);
+    auto rk = internal::NewUngroupedConsumer(
+        "kafka follower",
+        {{"bootstrap.servers", options_.bootstrap},
+         {"client.id", options_.client_id},
+         {"auto.offset.reset", options_.from_beginning ? "earliest" : "latest"},
+         {"fetch.wait.max.ms", std::to_string(options_.max_fetch_wait.count())}},
+        options_.extra);
+    if (!rk.ok()) return rk.status();
+    rk_ = *rk;
     thread_ = std::thread([this] { Loop(); });
     return absl::OkStatus();
   }

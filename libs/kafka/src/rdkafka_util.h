@@ -3,6 +3,13 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
 #include "relay/kafka/record.h"
 
 namespace relay::kafka::internal {
@@ -10,5 +17,13 @@ namespace relay::kafka::internal {
 // Copies a consumed message (topic, partition, offset, timestamp, key,
 // value, headers) into our own terms.
 ConsumedRecord ToRecord(const rd_kafka_message_t* message);
+
+// A consumer handle outside any group (partitions assigned by hand,
+// nothing committed, no partition EOF events), with `props` and then
+// `extra` applied and logs routed to relay's log. `what` names it in
+// errors ("kafka reader").
+absl::StatusOr<rd_kafka_t*> NewUngroupedConsumer(const std::string& what,
+                                                 std::vector<std::pair<std::string, std::string>> props,
+                                                 const std::map<std::string, std::string>& extra);
 
 }  // namespace relay::kafka::internal

@@ -19,38 +19,19 @@ class KafkaTopicReader final : public TopicReader {
   }
 
   absl::Status Start() {
-    char err[512];
-    rd_kafka_conf_t* conf = rd_kafka_conf_new();
-    std::vector<std::pair<std::string, std::string>> props = {
-        {"bootstrap.servers", options_.bootstrap},
-        {"client.id", options_.client_id},
-        // Required by the consumer API; never joined (partitions are
-        // assigned by hand) and nothing is committed.
-        {"group.id", "relay-reader"},
-        {"enable.auto.commit", "false"},
-        {"enable.auto.offset.store", "false"},
-        {"enable.partition.eof", "false"},
-        // If retention removes the oldest records between the watermark
-        // query and the fetch, go on from the new oldest one; librdkafka's
-        // default (latest) would jump to the end and the read would look
-        // complete with records missing.
-        {"auto.offset.reset", "earliest"},
-        {"fetch.message.max.bytes", std::to_string(32 * 1024 * 1024)},
-    };
-    for (const auto& kv : options_.extra) props.emplace_back(kv);
-    for (const auto& [k, v] : props) {
-      if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
-        rd_kafka_conf_destroy(conf);
-        return absl::InvalidArgumentError("kafka reader property " + k + ": " + err);
-      }
-    }
-    RouteLogs(conf);
-    rk_ = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
-    if (!rk_) {
-      rd_kafka_conf_destroy(conf);
-      return absl::InvalidArgumentError(std::string("kafka reader: ") + err);
-    }
-    rd_kafka_poll_set_consumer(rk_);
+    auto rk = internal::NewUngroupedConsumer(
+        "kafka reader",
+        {{"bootstrap.servers", options_.bootstrap},
+         {"client.id", options_.client_id},
+         // If retention removes the oldest records between the watermark
+         // query and the fetch, go on from the new oldest one; librdkafka's
+         // default (latest) would jump to the end and the read would look
+         // complete with records missing.
+         {"auto.offset.reset", "earliest"},
+         {"fetch.message.max.bytes", std::to_string(32 * 1024 * 1024)}},
+        options_.extra);
+    if (!rk.ok()) return rk.status();
+    rk_ = *rk;
     return absl::OkStatus();
   }
 

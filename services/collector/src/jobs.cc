@@ -12,6 +12,19 @@ constexpr char kCompleted[] = "completed";
 
 std::string Lower(std::string_view s) { return absl::AsciiStrToLower(std::string(s)); }
 
+// A job as its first accepted callback makes it.
+v1::JobState NewJob(const std::string& id, const v1::CallbackRequest& req, const char* state) {
+  v1::JobState job;
+  job.set_job_id(id);
+  job.set_repo(req.repo());
+  job.set_delivery_id(req.delivery_id());
+  job.set_run_id(req.workflow().run_id());
+  job.set_run_attempt(req.workflow().run_attempt());
+  job.set_job_name(req.workflow().job_name());
+  job.set_state(state);
+  return job;
+}
+
 }  // namespace
 
 void Jobs::AddDispatch(const v1::DispatchRecord& d) {
@@ -204,14 +217,7 @@ Decision Jobs::Apply(const v1::CallbackRequest& req, int64_t now_ms, const Label
                                                      : "in_progress after completed: the job cannot go backwards",
                     id, existing);
     }
-    v1::JobState job;
-    job.set_job_id(id);
-    job.set_repo(req.repo());
-    job.set_delivery_id(req.delivery_id());
-    job.set_run_id(wf.run_id());
-    job.set_run_attempt(wf.run_attempt());
-    job.set_job_name(wf.job_name());
-    job.set_state(kInProgress);
+    v1::JobState job = NewJob(id, req, kInProgress);
     job.set_in_progress_at_unix_ms(req.received_at_unix_ms());
     const v1::DispatchFact* fact = FindDispatch(req.repo(), req.delivery_id());
     if (!fact && !req.relay_token_verified()) {
@@ -239,14 +245,7 @@ Decision Jobs::Apply(const v1::CallbackRequest& req, int64_t now_ms, const Label
     if (!shas_.count({Lower(req.repo()), Lower(req.delivery_id())})) {
       return Refuse(404, "upstream commit " + req.delivery_id() + " was never dispatched to " + req.repo(), id, nullptr);
     }
-    v1::JobState job;
-    job.set_job_id(id);
-    job.set_repo(req.repo());
-    job.set_delivery_id(req.delivery_id());
-    job.set_run_id(wf.run_id());
-    job.set_run_attempt(wf.run_attempt());
-    job.set_job_name(wf.job_name());
-    job.set_state(kCompleted);
+    v1::JobState job = NewJob(id, req, kCompleted);
     job.set_conclusion(wf.conclusion());
     job.set_dispatched_at_source("none");
     job.set_completed_at_unix_ms(req.received_at_unix_ms());
