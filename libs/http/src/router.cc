@@ -9,13 +9,32 @@ namespace relay::http {
 namespace bhttp = boost::beast::http;
 
 void Router::Add(bhttp::verb method, std::string path, Handler handler, uint64_t body_limit) {
-  routes_[std::move(path)].push_back({method, std::move(handler), body_limit});
+  routes_[std::move(path)].push_back({method, std::move(handler), body_limit, {}});
+}
+
+void Router::AddStream(bhttp::verb method, std::string path, StreamHandler handler, uint64_t body_limit) {
+  // The server hands streamed requests to `handler`; this one only runs if
+  // a request ever reached Handle (it cannot: a bug), so it answers 500.
+  routes_[std::move(path)].push_back(
+      {method, [](Request&&, Responder r) { r.Send(MakeResponse(500, R"({"error":"streamed route read whole"})")); },
+       body_limit, std::move(handler)});
+}
+
+const StreamHandler* Router::FindStream(bhttp::verb method, std::string_view target) const {
+  auto it = routes_.find(target.substr(0, target.find('?')));
+  if (it == routes_.end()) return nullptr;
+  for (const auto& route : it->second) {
+    if (route.method == method) return route.stream ? &route.stream : nullptr;
+  }
+  return nullptr;
 }
 
 uint64_t Router::MaxBodyLimit() const {
   uint64_t largest = kDefaultBodyLimit;
   for (const auto& [path, routes] : routes_) {
-    for (const auto& route : routes) largest = std::max(largest, route.body_limit);
+    for (const auto& route : routes) {
+      if (!route.stream) largest = std::max(largest, route.body_limit);
+    }
   }
   return largest;
 }

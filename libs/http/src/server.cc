@@ -4,6 +4,8 @@
 #include <atomic>
 #include <charconv>
 #include <condition_variable>
+#include <cstdio>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -23,6 +25,27 @@ namespace relay::http {
 namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = beast::http;
+
+namespace {
+// A JSON string literal (the server has no JSON library of its own; this is
+// all it needs, for error messages).
+std::string JsonQuote(std::string_view in) {
+  std::string out = "\"";
+  for (unsigned char c : in) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+}  // namespace
 using tcp = net::ip::tcp;
 
 absl::Status ParseListenAddress(std::string_view listen, ServerOptions* options) {
@@ -110,6 +133,11 @@ class Session : public ResponseSink, public std::enable_shared_from_this<Session
   void OnHeader(beast::error_code ec);
   void ReadBody();
   void OnBody(beast::error_code ec);
+  // A streamed body (BodyStream): read into chunk_, handed over piece by piece.
+  void StartStream(const StreamHandler& handler);
+  void ReadStream();
+  void OnStream(beast::error_code ec);
+  void BeginHandling();  // the request is with its handler from here
   void OnReadError(beast::error_code ec);
   void OnHandlerDeadline(uint64_t seq);
   void Write(Response response, bool close, bool linger = false);
@@ -126,6 +154,9 @@ class Session : public ResponseSink, public std::enable_shared_from_this<Session
   Stream stream_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::optional<bhttp::request_parser<bhttp::buffer_body>> stream_parser_;
+  std::shared_ptr<BodyStream> body_stream_;
+  std::vector<char> chunk_;
   Loop* loop_;
   ServerImpl* server_;
   net::basic_waitable_timer<std::chrono::steady_clock, net::wait_traits<std::chrono::steady_clock>, Executor>
@@ -263,7 +294,12 @@ class ServerImpl final : public Server {
   }
   uint64_t BodyLimitFor(bhttp::verb method, std::string_view target) const {
     if (!options_.body_limit_for) return options_.body_limit;
+    // A streamed route holds nothing: its own limit, not the server's.
+    if (StreamFor(method, target)) return options_.body_limit_for(method, target);
     return std::min(options_.body_limit, options_.body_limit_for(method, target));
+  }
+  const StreamHandler* StreamFor(bhttp::verb method, std::string_view target) const {
+    return options_.stream_for ? options_.stream_for(method, target) : nullptr;
   }
   void Unregister(Session* s) {
     std::lock_guard lock(mu_);
@@ -396,6 +432,8 @@ void Session::ReleaseReservation() {
 
 void Session::AwaitNextRequest() {
   parser_.reset();  // the last request is done; CloseIfIdle must see an idle connection
+  stream_parser_.reset();
+  body_stream_.reset();
   if (server_->draining()) return Close();
   if (buffer_.size() > 0) return ReadHeader();  // pipelined: the next request is here
   // A large body grew the buffer; give that memory back between requests.
@@ -411,7 +449,9 @@ void Session::AwaitNextRequest() {
 void Session::ReadHeader() {
   if (server_->draining() && buffer_.size() == 0) return Close();
   parser_.emplace();
-  parser_->body_limit(server_->options().body_limit);
+  // The route's limit is applied once the header says which route it is
+  // (OnHeader); a streamed route may take more than the server-wide limit.
+  parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
   parser_->header_limit(64 * 1024);
   stream_.expires_after(server_->options().header_timeout);
   bhttp::async_read_header(stream_, buffer_, *parser_,
@@ -431,6 +471,7 @@ void Session::OnHeader(beast::error_code ec) {
     return Write(MakeResponse(413, R"({"error":"request body exceeds the limit"})"), true, true);
   }
   parser_->body_limit(limit);
+  if (const StreamHandler* stream = server_->StreamFor(req.method(), req.target())) return StartStream(*stream);
   // The body budget: what the body will hold until its handler takes it.
   // Chunked bodies reserve chunk by chunk as they arrive.
   if (length && !Reserve(static_cast<int64_t>(*length))) {
@@ -469,19 +510,94 @@ void Session::ReadBody() {
                     [self = shared_from_this()](beast::error_code e, size_t) { self->OnBody(e); });
 }
 
-void Session::OnBody(beast::error_code ec) {
-  if (ec) return OnReadError(ec);
+void Session::BeginHandling() {
   stream_.expires_never();
   busy_ = true;
   answered_ = false;
   uint64_t seq = ++seq_;
   started_ = std::chrono::steady_clock::now();
-  Request request = parser_->release();
-  request_keep_alive_ = request.keep_alive();
   handler_timer_.expires_after(server_->options().handler_timeout);
   handler_timer_.async_wait([self = shared_from_this(), seq](beast::error_code e) {
     if (!e) self->OnHandlerDeadline(seq);
   });
+}
+
+void Session::StartStream(const StreamHandler& handler) {
+  auto decision = handler(parser_->get().base());
+  if (auto* refusal = std::get_if<Response>(&decision)) {
+    // Refused on its header: the body is never read.
+    return Write(std::move(*refusal), true, true);
+  }
+  body_stream_ = std::move(std::get<std::shared_ptr<BodyStream>>(decision));
+  stream_parser_.emplace(std::move(*parser_));
+  parser_.reset();
+  stream_parser_->body_limit(server_->BodyLimitFor(stream_parser_->get().method(), stream_parser_->get().target()));
+  chunk_.resize(64 * 1024);
+  if (beast::iequals(stream_parser_->get()[bhttp::field::expect], "100-continue")) {
+    static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    stream_.expires_after(server_->options().body_timeout);
+    net::async_write(stream_, net::buffer(kContinue), [self = shared_from_this()](beast::error_code e, size_t) {
+      if (e) return self->Close();
+      self->ReadStream();
+    });
+    return;
+  }
+  ReadStream();
+}
+
+void Session::ReadStream() {
+  if (stream_parser_->is_done()) return OnStream({});
+  auto& body = stream_parser_->get().body();
+  body.data = chunk_.data();
+  body.size = chunk_.size();
+  body.more = true;
+  stream_.expires_after(server_->options().body_timeout);
+  bhttp::async_read(stream_, buffer_, *stream_parser_,
+                    [self = shared_from_this()](beast::error_code e, size_t) { self->OnStream(e); });
+}
+
+void Session::OnStream(beast::error_code ec) {
+  if (ec == bhttp::error::need_buffer) ec = {};
+  if (ec) {
+    body_stream_.reset();  // the upload failed: the route just lets go
+    bool got_some = stream_parser_->got_some();
+    stream_parser_.reset();
+    if (ec == bhttp::error::body_limit) {
+      server_->CountConnectionError("too_large");
+      return Write(MakeResponse(413, R"({"error":"request body exceeds the limit"})"), true, true);
+    }
+    if (ec == beast::error::timeout) {
+      if (got_some) server_->CountConnectionError("timeout");
+      return Close();
+    }
+    server_->CountConnectionError(ec == bhttp::error::partial_message || ec == net::error::eof ||
+                                          ec == net::error::connection_reset
+                                      ? "truncated"
+                                      : "malformed");
+    return Close();
+  }
+  size_t got = chunk_.size() - stream_parser_->get().body().size;
+  if (got > 0) {
+    absl::Status st = body_stream_->OnData(std::string_view(chunk_.data(), got));
+    if (!st.ok()) {
+      body_stream_.reset();
+      stream_parser_.reset();
+      return Write(MakeResponse(StatusToHttp(st), "{\"error\":" + JsonQuote(std::string(st.message())) + "}"), true, true);
+    }
+  }
+  if (!stream_parser_->is_done()) return ReadStream();
+  request_keep_alive_ = stream_parser_->get().keep_alive();
+  BeginHandling();
+  auto stream = std::move(body_stream_);
+  stream->OnEnd(Responder(shared_from_this(), seq_));
+}
+
+void Session::OnBody(beast::error_code ec) {
+  if (ec) return OnReadError(ec);
+  Request request = parser_->release();
+  request_keep_alive_ = request.keep_alive();
+  BeginHandling();
+  uint64_t seq = seq_;
   server_->handler()(std::move(request), Responder(shared_from_this(), seq));
   // The handler authenticated the request (or handed it on): its body no
   // longer counts against the budget for unauthenticated bytes.
@@ -601,7 +717,7 @@ void Session::DiscardSome() {
 
 void Session::CloseIfIdle() {
   net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
-    bool mid_request = (self->parser_ && self->parser_->got_some()) || self->buffer_.size() > 0;
+    bool mid_request = (self->parser_ && self->parser_->got_some()) || self->stream_parser_ || self->buffer_.size() > 0;
     if (!self->busy_ && !mid_request) self->Close();
   });
 }
@@ -612,6 +728,19 @@ void Session::Close() {
   stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
   stream_.socket().close(ec);
   ReleaseReservation();
+}
+
+unsigned StatusToHttp(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk: return 200;
+    case absl::StatusCode::kInvalidArgument: return 400;
+    case absl::StatusCode::kUnauthenticated: return 401;
+    case absl::StatusCode::kPermissionDenied: return 403;
+    case absl::StatusCode::kNotFound: return 404;
+    case absl::StatusCode::kResourceExhausted: return 413;
+    case absl::StatusCode::kUnavailable: return 503;
+    default: return 500;
+  }
 }
 
 Responder::Responder(std::shared_ptr<ResponseSink> sink, uint64_t seq) : sink_(std::move(sink)), seq_(seq) {}

@@ -113,6 +113,7 @@ class HostImpl final : public Host, public Runtime {
           ") must be at least the largest route body limit (" + std::to_string(options.body_limit) + ")");
     }
     options.body_limit_for = router_.AsBodyLimitFunction();
+    options.stream_for = router_.AsStreamFunction();
     RELAY_ASSIGN_OR_RETURN(server_, http::Server::Start(options, router_.AsHandler(), &registry_));
     log::Info(name_ + " listening", {{"host", options.host}, {"port", server_->port()}});
     return absl::OkStatus();

@@ -21,6 +21,10 @@ class Router {
 
   void Add(boost::beast::http::verb method, std::string path, Handler handler,
            uint64_t body_limit = kDefaultBodyLimit);
+  // A route whose body is streamed to a BodyStream (server.h) instead of
+  // read whole; `body_limit` may exceed the server-wide limit (nothing is
+  // held) and does not count in MaxBodyLimit.
+  void AddStream(boost::beast::http::verb method, std::string path, StreamHandler handler, uint64_t body_limit);
   void Handle(Request&& request, Responder responder) const;
   Handler AsHandler() const {
     return [this](Request&& r, Responder s) { Handle(std::move(r), std::move(s)); };
@@ -32,12 +36,18 @@ class Router {
   BodyLimitFunction AsBodyLimitFunction() const {
     return [this](boost::beast::http::verb m, std::string_view t) { return BodyLimit(m, t); };
   }
+  // For ServerOptions::stream_for.
+  const StreamHandler* FindStream(boost::beast::http::verb method, std::string_view target) const;
+  StreamHandlerFunction AsStreamFunction() const {
+    return [this](boost::beast::http::verb m, std::string_view t) { return FindStream(m, t); };
+  }
 
  private:
   struct Route {
     boost::beast::http::verb method;
     Handler handler;
     uint64_t body_limit;
+    StreamHandler stream;  // set for streamed routes (handler is then unused)
   };
   std::map<std::string, std::vector<Route>, std::less<>> routes_;
 };

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <variant>
 #include <memory>
 #include <string>
 
@@ -66,6 +67,36 @@ class Responder {
 };
 
 using Handler = std::function<void(Request&&, Responder)>;
+
+// Uploads too large to hold whole (a test report of a million cases): the
+// route gets the request header first, then the body piece by piece as it
+// arrives, then the end. Memory is what the route keeps, not the body.
+using RequestHeader = boost::beast::http::request_header<>;
+
+class BodyStream {
+ public:
+  virtual ~BodyStream() = default;
+  // The next piece of the body, in order, on the connection's I/O thread
+  // (keep it short). An error stops the upload: the client is answered
+  // with StatusToHttp(error) and the message, and the rest is not read.
+  virtual absl::Status OnData(std::string_view data) = 0;
+  // The whole body arrived: answer through `responder` (from any thread,
+  // within http.handler_timeout). Not called when the upload failed; the
+  // stream is then just released.
+  virtual void OnEnd(Responder responder) = 0;
+};
+
+// Called on the I/O thread once the header is in: a stream to take the
+// body, or a response that refuses the upload before any of it is read
+// (bad credentials).
+using StreamHandler = std::function<std::variant<Response, std::shared_ptr<BodyStream>>(const RequestHeader&)>;
+// The stream handler of a request, or nullptr for an ordinary one.
+using StreamHandlerFunction =
+    std::function<const StreamHandler*(boost::beast::http::verb, std::string_view target)>;
+
+// HTTP status for a stream's refusal: InvalidArgument 400, Unauthenticated
+// 401, PermissionDenied 403, ResourceExhausted 413, Unavailable 503, else 500.
+unsigned StatusToHttp(const absl::Status& status);
 // The body limit for a request, from its method and target (the router's
 // per-route limits); never above ServerOptions::body_limit.
 using BodyLimitFunction = std::function<uint64_t(boost::beast::http::verb, std::string_view target)>;
@@ -77,6 +108,10 @@ struct ServerOptions {
   // The largest body any route takes; `body_limit_for` narrows it per route.
   uint64_t body_limit = 25 * 1024 * 1024;
   BodyLimitFunction body_limit_for;
+  // Routes whose bodies are streamed (BodyStream) rather than read whole.
+  // Their bodies do not count against max_body_bytes_in_flight (nothing
+  // is held) and may exceed body_limit up to their route's own limit.
+  StreamHandlerFunction stream_for;
   std::chrono::milliseconds header_timeout{10'000};
   // Longer than the idle timeout of any balancer in front (AWS ALB 60 s,
   // nginx upstream keepalive 60 s), so the balancer, not the server, closes
