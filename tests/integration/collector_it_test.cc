@@ -18,6 +18,9 @@
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <zlib.h>
+
+#include <cstring>
 
 #include <boost/json.hpp>
 
@@ -440,6 +443,140 @@ TEST_F(CollectorIT, TheSweeperTimesAZombieOutOnce) {
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].conclusion(), "timed_out");
   EXPECT_TRUE(results[0].timed_out_by_sweeper());
+}
+
+// A JUnit report as pytest writes it: `n` cases, every 50th failed, every
+// 100th skipped, one rerun.
+std::string JUnit(int n) {
+  std::string x = R"(<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests=")" +
+                  std::to_string(n) + R"(">)";
+  x.reserve(static_cast<size_t>(n) * 110 + 200);
+  for (int i = 0; i < n; ++i) {
+    x += R"(<testcase classname="test.test_ops.TestOps" name="test_case_)" + std::to_string(i) +
+         R"(" file="test/test_ops.py" time="0.0)" + std::to_string(i % 10) + R"(")";
+    if (i % 50 == 1) {
+      x += R"(><failure message="AssertionError: mismatch">trace</failure></testcase>)";
+    } else if (i % 100 == 2) {
+      x += R"(><skipped message="needs CUDA"/></testcase>)";
+    } else if (i == 3) {
+      x += R"(><rerunFailure message="flaky"/></testcase>)";
+    } else {
+      x += "/>";
+    }
+  }
+  return x + "</testsuite></testsuites>";
+}
+
+std::string Gzip(const std::string& in) {
+  std::string out;
+  z_stream zs{};
+  deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  zs.avail_in = static_cast<uInt>(in.size());
+  char buf[65536];
+  int rc;
+  do {
+    zs.next_out = reinterpret_cast<Bytef*>(buf);
+    zs.avail_out = sizeof buf;
+    rc = deflate(&zs, Z_FINISH);
+    out.append(buf, sizeof buf - zs.avail_out);
+  } while (rc == Z_OK);
+  deflateEnd(&zs);
+  return out;
+}
+
+HttpResult Upload(uint16_t port, const std::string& oidc, const std::string& relay_token, const std::string& query,
+                  const std::string& body, std::map<std::string, std::string> extra = {}) {
+  extra["Authorization"] = "Bearer " + oidc;
+  if (!relay_token.empty()) extra["X-Relay-Token"] = relay_token;
+  extra.emplace("Content-Type", "application/xml");
+  return HttpClient("127.0.0.1", port, 300s).Post("/github/test-report?" + query, extra, body);
+}
+
+long RssKb(pid_t pid, const char* field) {
+  std::string status = ReadFile("/proc/" + std::to_string(pid) + "/status");
+  auto at = status.find(field);
+  return at == std::string::npos ? -1 : std::stol(status.substr(at + std::strlen(field)));
+}
+
+TEST_F(CollectorIT, TestReportsAreStreamedInAndProducedOnlyWhenWhole) {
+  CollectorStack s("reports");
+  std::string repo = s.Repo("be");
+  s.SetAllowlist("L2: [" + repo + "]\n");
+  uint16_t port = s.Start(1);
+  ASSERT_NE(port, 0) << s.Log(1);
+  std::string delivery = "d-" + Unique();
+  std::string token = s.Dispatch(repo, delivery, 2, NowS() * 1000);
+  std::string query = "delivery_id=" + delivery + "&run_id=42&run_attempt=1&job_name=test%20(1,%202)";
+
+  auto ok = Upload(port, s.Oidc(repo), token, query, JUnit(5000));
+  ASSERT_EQ(ok.status, 202) << ok.body;
+  EXPECT_THAT(ok.body, HasSubstr("\"test_cases\":5000"));
+  auto again = Upload(port, s.Oidc(repo), token, query, Gzip(JUnit(5000)), {{"Content-Encoding", "gzip"}});
+  ASSERT_EQ(again.status, 202) << again.body;
+  auto upload_id = [](const std::string& body) { return json::parse(body).at("upload_id").as_string(); };
+  EXPECT_NE(upload_id(ok.body), upload_id(again.body)) << "other bytes (gzip), another upload";
+  EXPECT_EQ(upload_id(Upload(port, s.Oidc(repo), token, query, JUnit(5000)).body), upload_id(ok.body))
+      << "the same report again makes the same records";
+
+  // Refusals: before the body (credentials, relay token, parameters) and after it (malformed).
+  EXPECT_EQ(Upload(port, "not-a-token", token, query, JUnit(10)).status, 401);
+  EXPECT_EQ(Upload(port, s.Oidc(repo), "", query, JUnit(10)).status, 403);
+  EXPECT_EQ(Upload(port, s.Oidc(repo), token, "delivery_id=" + delivery + "&run_id=x&run_attempt=1&job_name=j", JUnit(10)).status, 400);
+  std::string broken = JUnit(3000);
+  broken.resize(broken.size() - 30);
+  broken += "<testcase name=\"x\"></wrong></testsuites>";
+  auto bad = Upload(port, s.Oidc(repo), token, "delivery_id=" + delivery + "&run_id=43&run_attempt=1&job_name=broken", broken);
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_THAT(bad.body, HasSubstr("line "));
+
+  std::map<std::string, int64_t> cases_by_upload;
+  std::set<std::string> jobs;
+  for (const auto& b : Read<v1::TestReportBatch>("ci.test_reports", [&](const v1::TestReportBatch& b) {
+         return b.delivery_id() == delivery;
+       })) {
+    cases_by_upload[b.upload_id()] += b.cases_size();
+    jobs.insert(b.job_name());
+    EXPECT_EQ(b.total_cases(), 5000);
+  }
+  EXPECT_EQ(jobs, (std::set<std::string>{"test (1, 2)"})) << "nothing of the malformed report was produced";
+  ASSERT_EQ(cases_by_upload.size(), 2u);
+  EXPECT_EQ(cases_by_upload[std::string(upload_id(ok.body))], 2 * 5000) << "uploaded twice, same ids";
+}
+
+TEST_F(CollectorIT, AMillionCaseReportIsIngestedWithFlatMemory) {
+  CollectorStack s("million");
+  std::string repo = s.Repo("be");
+  s.SetAllowlist("L2: [" + repo + "]\n");
+  uint16_t port = s.Start(1);
+  ASSERT_NE(port, 0) << s.Log(1);
+  std::string delivery = "d-" + Unique();
+  std::string token = s.Dispatch(repo, delivery, 2, NowS() * 1000);
+  // Warm: the producer's connections and buffers, so what follows is the
+  // report's own cost.
+  ASSERT_EQ(Upload(port, s.Oidc(repo), token, "delivery_id=" + delivery + "&run_id=1&run_attempt=1&job_name=warm",
+                   JUnit(20000)).status, 202);
+  long before = RssKb(s.proc(1).pid(), "VmHWM:");
+  std::string report = JUnit(1'000'000);
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = Upload(port, s.Oidc(repo), token, "delivery_id=" + delivery + "&run_id=2&run_attempt=1&job_name=big", report);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(r.status, 202) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("\"test_cases\":1000000"));
+  long peak = RssKb(s.proc(1).pid(), "VmHWM:");
+  std::cout << "1,000,000 test cases (" << report.size() / (1024 * 1024) << " MiB of JUnit XML) in " << seconds
+            << " s, upload to all records acked; collector peak RSS " << before / 1024 << " MiB before, " << peak / 1024
+            << " MiB after" << std::endl;
+  ::testing::Test::RecordProperty("peak_rss_kb_before", static_cast<int>(before));
+  ::testing::Test::RecordProperty("peak_rss_kb_after", static_cast<int>(peak));
+  EXPECT_LT(peak - before, 64 * 1024) << "memory grew with the report (" << report.size() / (1024 * 1024) << " MiB)";
+  int64_t cases = 0;
+  for (const auto& b : Read<v1::TestReportBatch>("ci.test_reports", [&](const v1::TestReportBatch& b) {
+         return b.delivery_id() == delivery && b.job_name() == "big";
+       })) {
+    cases += b.cases_size();
+  }
+  EXPECT_EQ(cases, 1'000'000);
 }
 
 }  // namespace

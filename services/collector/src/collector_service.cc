@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include <boost/json.hpp>
+#include <boost/url.hpp>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -22,6 +23,7 @@
 #include "relay/base/status.h"
 #include "relay/collector/callback.h"
 #include "relay/collector/jobs.h"
+#include "relay/collector/test_reports.h"
 #include "relay/github/webhook_signature.h"
 #include "relay/kafka/follower.h"
 #include "relay/kafka/reader.h"
@@ -111,6 +113,7 @@ class CollectorService final : public service::Service {
 
   ~CollectorService() override {
     Stop();
+    reports_.reset();  // waits for uploads being produced
     decisions_.reset();
     labels_.reset();
     producer_.reset();
@@ -187,6 +190,7 @@ class CollectorService final : public service::Service {
 
     RELAY_ASSIGN_OR_RETURN(producer_, runtime.factories().producer(s.kafka, &metrics));
     RELAY_ASSIGN_OR_RETURN(reader_, runtime.factories().reader(s.kafka.bootstrap));
+    reports_ = std::make_unique<ReportUploads>(s.reports, producer_.get(), clock_, &metrics);
     // A repo's callbacks, dispatches and job state must share a partition
     // number (the same key and partitioner put a repo in the same one).
     RELAY_ASSIGN_OR_RETURN(int callbacks, reader_->Partitions(s.topics.callbacks));
@@ -232,6 +236,10 @@ class CollectorService final : public service::Service {
         bhttp::verb::post, "/github/callback",
         [this](http::Request&& r, http::Responder resp) { HandleCallback(std::move(r), std::move(resp)); },
         kMaxCallbackBytes);
+    runtime.router().AddStream(
+        bhttp::verb::post, "/github/test-report",
+        [this](const http::RequestHeader& h) { return HandleReportHeader(h); },
+        static_cast<uint64_t>(s.reports.max_report_bytes));
     runtime.AddReadinessCheck("kafka", [p = producer_.get()] {
       return p->Connected() ? absl::OkStatus() : absl::UnavailableError("no broker connection");
     });
@@ -282,6 +290,64 @@ class CollectorService final : public service::Service {
 
   // --- the receiving side (HTTP threads) ------------------------------------
 
+  // Who is calling and what it may report, as its OIDC token and the
+  // allowlist say; or the answer that ends the request (401, 403, 429, and
+  // 200 "ignored" for L1).
+  struct Caller {
+    auth::OidcIdentity identity;
+    allowlist::Entry entry;
+    std::string bearer;
+  };
+  std::variant<http::Response, Caller> Authenticate(std::string_view authz) {
+    if (authz.size() < 8 || !absl::EqualsIgnoreCase(absl::string_view(authz.data(), 7), "Bearer ")) {
+      return Refuse(401, "bad_token", "Authorization: Bearer <OIDC token> is required");
+    }
+    std::string_view bearer = authz.substr(7);
+    auto identity = oidc_->Verify(bearer);
+    if (!identity.ok()) return Refuse(401, "bad_token", std::string(identity.status().message()));
+    auto list = allowlist_->Current();
+    const allowlist::Entry* entry = list->Find(identity->repository);
+    if (!entry) return Refuse(403, "not_allowed", identity->repository + " is not in the allowlist", identity->repository);
+    if (entry->level == allowlist::Level::kL1) {
+      // Acknowledged, not recorded: a repo demoted to L1 keeps a green CI.
+      return Answer(200, "ignored", "level_L1",
+                    ",\"detail\":" + JsonString(entry->repo + " is at level L1: results are not recorded"));
+    }
+    if (int wait = limiter_.Take(entry->repo, clock_->Now()); wait > 0) {
+      auto r = Refuse(429, "rate_limited", "more than the per-repository callback rate; retry later", entry->repo);
+      r.set(bhttp::field::retry_after, std::to_string(wait));
+      return r;
+    }
+    return Caller{std::move(*identity), *entry, std::string(bearer)};
+  }
+
+  // The relay token binds a report to a dispatch of `delivery` to the
+  // caller's repo. `self_report` (nightly/periodic) needs none.
+  std::optional<http::Response> CheckRelayToken(const std::string& token, const Caller& caller,
+                                                const std::string& delivery, bool self_report,
+                                                auth::RelayTokenClaims* claims_out) {
+    if (token.empty()) {
+      if (self_report || settings_.allow_missing_relay_token) return std::nullopt;
+      tokens_refused_.Add({{"reason", "missing"}}).Increment();
+      return Refuse(403, "relay_token", "relay_token is missing: echo the dispatch's client_payload whole", caller.entry.repo);
+    }
+    auto claims = keys_->Verify(token, clock_->UnixMillis() / 1000);
+    if (!claims.ok()) {
+      tokens_refused_.Add({{"reason", "invalid"}}).Increment();
+      return Refuse(403, "relay_token", "relay_token refused: " + std::string(claims.status().message()), caller.entry.repo);
+    }
+    if (!absl::EqualsIgnoreCase(absl::string_view(claims->repo), absl::string_view(caller.identity.repository))) {
+      tokens_refused_.Add({{"reason", "other_repo"}}).Increment();
+      return Refuse(403, "relay_token", "relay_token was issued to another repository", caller.entry.repo);
+    }
+    if (claims->delivery_id != delivery) {
+      tokens_refused_.Add({{"reason", "other_delivery"}}).Increment();
+      return Refuse(403, "relay_token", "relay_token was issued for another delivery", caller.entry.repo);
+    }
+    if (claims_out) *claims_out = *claims;
+    return std::nullopt;
+  }
+
   struct Waiter {
     http::Responder responder;
     std::chrono::steady_clock::time_point deadline;
@@ -305,65 +371,30 @@ class CollectorService final : public service::Service {
   }
 
   void HandleCallback(http::Request&& request, http::Responder responder) {
-    // 1. Who is calling: the OIDC token, never the body.
-    std::string_view authz = request[bhttp::field::authorization];
-    if (authz.size() < 8 || !absl::EqualsIgnoreCase(absl::string_view(authz.data(), 7), "Bearer ")) {
-      return responder.Send(Refuse(401, "bad_token", "Authorization: Bearer <OIDC token> is required"));
-    }
-    std::string_view bearer = authz.substr(7);
-    auto identity = oidc_->Verify(bearer);
-    if (!identity.ok()) return responder.Send(Refuse(401, "bad_token", std::string(identity.status().message())));
-    // 2. What it may report: its allowlist level.
-    auto list = allowlist_->Current();
-    const allowlist::Entry* entry = list->Find(identity->repository);
-    if (!entry) {
-      return responder.Send(Refuse(403, "not_allowed", identity->repository + " is not in the allowlist", identity->repository));
-    }
-    if (entry->level == allowlist::Level::kL1) {
-      // Acknowledged, not recorded: a repo demoted to L1 keeps a green CI.
-      return responder.Send(Answer(200, "ignored", "level_L1",
-                                   ",\"detail\":" + JsonString(entry->repo + " is at level L1: results are not recorded")));
-    }
-    // 3. How fast.
-    if (int wait = limiter_.Take(entry->repo, clock_->Now()); wait > 0) {
-      auto r = Refuse(429, "rate_limited", "more than the per-repository callback rate; retry later", entry->repo);
-      r.set(bhttp::field::retry_after, std::to_string(wait));
-      return responder.Send(std::move(r));
-    }
-    // 4. What it says.
+    auto who = Authenticate(request[bhttp::field::authorization]);
+    if (auto* refusal = std::get_if<http::Response>(&who)) return responder.Send(std::move(*refusal));
+    Caller& caller = std::get<Caller>(who);
+    const allowlist::Entry* entry = &caller.entry;
+    const auth::OidcIdentity* identity = &caller.identity;
     auto parsed = ParseCallback(request.body());
     if (!parsed.ok()) return responder.Send(Refuse(400, "bad_body", std::string(parsed.status().message()), entry->repo));
     v1::CallbackRequest& req = parsed->request;
-    // 5. That it answers a dispatch to this repo.
     int64_t now_ms = clock_->UnixMillis();
+    auth::RelayTokenClaims claims;
+    if (auto refusal = CheckRelayToken(parsed->relay_token, caller, req.delivery_id(), parsed->self_report, &claims)) {
+      return responder.Send(std::move(*refusal));
+    }
     if (!parsed->relay_token.empty()) {
-      auto claims = keys_->Verify(parsed->relay_token, now_ms / 1000);
-      if (!claims.ok()) {
-        tokens_refused_.Add({{"reason", "invalid"}}).Increment();
-        return responder.Send(Refuse(403, "relay_token", "relay_token refused: " + std::string(claims.status().message()), entry->repo));
-      }
-      if (!absl::EqualsIgnoreCase(absl::string_view(claims->repo), absl::string_view(identity->repository))) {
-        tokens_refused_.Add({{"reason", "other_repo"}}).Increment();
-        return responder.Send(Refuse(403, "relay_token", "relay_token was issued to another repository", entry->repo));
-      }
-      if (claims->delivery_id != req.delivery_id()) {
-        tokens_refused_.Add({{"reason", "other_delivery"}}).Increment();
-        return responder.Send(Refuse(403, "relay_token", "relay_token was issued for another delivery", entry->repo));
-      }
       req.set_relay_token_verified(true);
-      req.set_relay_token_issued_at_unix(claims->issued_at);
-      req.set_relay_token_key_id(claims->key_id);
-    } else if (!parsed->self_report && !settings_.allow_missing_relay_token) {
-      tokens_refused_.Add({{"reason", "missing"}}).Increment();
-      return responder.Send(Refuse(403, "relay_token",
-                                   "relay_token is missing: echo the dispatch's client_payload whole", entry->repo));
+      req.set_relay_token_issued_at_unix(claims.issued_at);
+      req.set_relay_token_key_id(claims.key_id);
     }
     req.set_request_id(RandomId());
     req.set_received_at_unix_ms(now_ms);
     req.set_repo(entry->repo);
     req.set_repository_id(identity->repository_id);
     req.set_issuer(identity->issuer);
-    req.set_token_id(identity->jti.empty() ? "sha256:" + Sha256Hex(bearer) : identity->issuer + "|" + identity->jti);
+    req.set_token_id(identity->jti.empty() ? "sha256:" + Sha256Hex(caller.bearer) : identity->issuer + "|" + identity->jti);
     req.set_token_expires_at_unix(identity->expires_at);
     req.set_body_sha256(Sha256Hex(request.body()));
     req.set_level(static_cast<int>(entry->level));
@@ -382,6 +413,62 @@ class CollectorService final : public service::Service {
                       log::Warn("callback not durable", {{"error", std::string(st.message())}});
                       Finish(id, Unavailable("the callback could not be made durable; retry"));
                     });
+  }
+
+  // POST /github/test-report?delivery_id=&run_id=&run_attempt=&job_name=
+  // [&event_type=nightly|periodic], the relay token in X-Relay-Token, the
+  // report as the body (JUnit XML, or JSON with Content-Type
+  // application/json; Content-Encoding: gzip allowed). Checked on its
+  // header like a callback, before any of the body is read.
+  std::variant<http::Response, std::shared_ptr<http::BodyStream>> HandleReportHeader(const http::RequestHeader& h) {
+    auto who = Authenticate(h[bhttp::field::authorization]);
+    if (auto* refusal = std::get_if<http::Response>(&who)) return std::move(*refusal);
+    Caller& caller = std::get<Caller>(who);
+    auto url = boost::urls::parse_origin_form(std::string_view(h.target()));
+    if (!url) return Refuse(400, "bad_body", "malformed request target", caller.entry.repo);
+    std::map<std::string, std::string> q;
+    for (auto param : url->params()) q[std::string(param.key)] = std::string(param.value);
+    auto digits = [](const std::string& v, bool positive) {
+      return !v.empty() && v.size() <= 20 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+             (!positive || v.find_first_not_of('0') != std::string::npos);
+    };
+    ReportTarget t;
+    t.repo = caller.entry.repo;
+    t.delivery_id = q["delivery_id"];
+    t.run_id = q["run_id"];
+    t.run_attempt = q["run_attempt"];
+    t.job_name = q["job_name"];
+    if (t.delivery_id.empty() || t.delivery_id.size() > 200) return Refuse(400, "bad_body", "delivery_id is required", t.repo);
+    if (!digits(t.run_id, true)) return Refuse(400, "bad_body", "run_id must be a string of digits", t.repo);
+    if (!digits(t.run_attempt, true)) return Refuse(400, "bad_body", "run_attempt must be a positive integer", t.repo);
+    if (t.job_name.empty() || t.job_name.size() > kMaxNameBytes) return Refuse(400, "bad_body", "job_name is required", t.repo);
+    const std::string& event = q["event_type"];
+    bool self_report = event == "nightly" || event == "periodic";
+    if (self_report && (t.delivery_id.size() != 40 || !std::all_of(t.delivery_id.begin(), t.delivery_id.end(),
+                                                                   [](char c) { return absl::ascii_isxdigit(c); }))) {
+      return Refuse(400, "bad_body", "delivery_id of a " + event + " report must be the upstream commit sha", t.repo);
+    }
+    std::string token(h["X-Relay-Token"]);
+    if (auto refusal = CheckRelayToken(token, caller, t.delivery_id, self_report, nullptr)) return std::move(*refusal);
+    std::string type = absl::AsciiStrToLower(std::string(h[bhttp::field::content_type]));
+    std::string encoding = absl::AsciiStrToLower(std::string(h[bhttp::field::content_encoding]));
+    if (type.rfind("application/json", 0) == 0) {
+      t.json = true;
+    } else if (!type.empty() && type.rfind("application/xml", 0) != 0 && type.rfind("text/xml", 0) != 0) {
+      return Refuse(415, "bad_body", "Content-Type must be application/xml, text/xml or application/json", t.repo);
+    }
+    if (encoding == "gzip") {
+      t.gzip = true;
+    } else if (!encoding.empty() && encoding != "identity") {
+      return Refuse(415, "bad_body", "Content-Encoding must be gzip or identity", t.repo);
+    }
+    auto stream = reports_->Begin(std::move(t));
+    if (!stream.ok()) {
+      auto r = http::MakeResponse(http::StatusToHttp(stream.status()), "{\"error\":" + JsonString(std::string(stream.status().message())) + "}");
+      if (absl::IsUnavailable(stream.status())) r.set(bhttp::field::retry_after, "5");
+      return r;
+    }
+    return *stream;
   }
 
   void Finish(const std::string& id, http::Response response) {
@@ -662,6 +749,7 @@ class CollectorService final : public service::Service {
   std::unique_ptr<kafka::Consumer> consumer_;
   std::unique_ptr<kafka::Follower> decisions_;
   std::unique_ptr<kafka::Follower> labels_;
+  std::unique_ptr<ReportUploads> reports_;
   std::thread consumer_thread_;
   std::atomic<bool> stopping_{false};
 
@@ -711,6 +799,10 @@ absl::StatusOr<CollectorSettings> LoadSettings(Config& config, const service::Co
   s.burst_per_repo = static_cast<double>(config.Int("collector.burst_per_repo", 400, 1, 10'000'000));
   s.decision_timeout = config.Duration("collector.decision_timeout", 10s, 100ms, 5min);
   s.batch_records = static_cast<size_t>(config.Int("collector.batch_records", 2'000, 1, 100'000));
+  s.reports.max_report_bytes = config.Bytes("collector.max_report_bytes", 512LL << 20, 1 << 10, 8LL << 30);
+  s.reports.max_uploads = static_cast<int>(config.Int("collector.max_uploads", 4, 1, 256));
+  s.reports.batch_cases = static_cast<size_t>(config.Int("collector.report_batch_cases", 2'000, 1, 100'000));
+  s.reports.topic = s.topics.test_reports;
   return s;
 }
 

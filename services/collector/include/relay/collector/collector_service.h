@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "relay/base/config.h"
+#include "relay/collector/test_reports.h"
 #include "relay/kafka/producer.h"
 #include "relay/service/service.h"
 
@@ -35,6 +36,7 @@ struct Topics {
   std::string dispatches = "relay.dispatches";
   std::string labels = "relay.pr_labels";
   std::string github_requests = "github.requests";
+  std::string test_reports = "ci.test_reports";
 };
 
 struct CollectorSettings {
@@ -64,6 +66,7 @@ struct CollectorSettings {
   double burst_per_repo = 400; // ... and in a burst (a matrix reports at once)
   std::chrono::milliseconds decision_timeout{10'000};
   size_t batch_records = 2'000;
+  ReportSettings reports;  // test-report uploads (test_reports.h)
 };
 
 absl::StatusOr<CollectorSettings> LoadSettings(Config& config, const service::CommonSettings& common);
