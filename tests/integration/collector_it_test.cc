@@ -132,7 +132,7 @@ class CollectorStack {
 
   // A dispatch of `delivery` to `repo`, as dispatch records it once GitHub
   // accepted it; returns the relay token that went with it.
-  std::string Dispatch(const std::string& repo, const std::string& delivery, int level, int64_t at_ms) {
+  std::string Dispatch(const std::string& repo, const std::string& delivery, int level, int64_t at_ms, int64_t pr = 42) {
     v1::DispatchRecord d;
     d.set_request_id(delivery + repo);
     d.set_delivery_id(delivery);
@@ -141,7 +141,7 @@ class CollectorStack {
     d.set_level(level);
     d.set_event("pull_request");
     d.set_action("synchronize");
-    d.set_pr_number(42);
+    d.set_pr_number(pr);
     d.set_head_sha("abc123");
     d.set_dispatched_at_unix_ms(at_ms);
     d.set_token_key_id("it1");
@@ -150,6 +150,18 @@ class CollectorStack {
                     [&](absl::Status s) { acked.set_value(std::move(s)); });
     EXPECT_TRUE(acked.get_future().get().ok());
     return keys_.Sign(delivery, repo, at_ms / 1000, 7 * 24 * 3600);
+  }
+
+  // The PR's ciflow/crcr device labels, as dispatch records them.
+  void Labels(int64_t pr, std::vector<std::string> devices) {
+    v1::PullRequestLabels l;
+    l.set_upstream_repo("pytorch/pytorch");
+    l.set_number(pr);
+    for (auto& d : devices) l.add_crcr_devices(d);
+    std::promise<absl::Status> acked;
+    producer_->Send(kafka::Record{"relay.pr_labels", "pytorch/pytorch#" + std::to_string(pr), l.SerializeAsString(), {}},
+                    [&](absl::Status st) { acked.set_value(std::move(st)); });
+    EXPECT_TRUE(acked.get_future().get().ok());
   }
 
   json::object Claims(const std::string& repo) {
@@ -241,19 +253,21 @@ TEST_F(CollectorIT, AMatrixOfJobsGoesThroughWithTheRelaysTimesAndCheckRunsForL4)
       EXPECT_EQ(done.status, 200) << done.body;
     }
   }
-  auto results = Read<v1::JobResult>("ci.results", [&](const v1::JobResult& r) { return r.delivery_id() == delivery; });
+  auto results = Read<v1::JobResult>("ci.results", [&](const v1::JobResult& r) { return r.trusted().delivery_id() == delivery; });
   std::map<std::string, v1::JobResult> latest;
   for (auto& r : results) {
     if (r.version() > latest[r.job_id()].version()) latest[r.job_id()] = r;
   }
   ASSERT_EQ(latest.size(), 8u);
   for (const auto& [id, r] : latest) {
-    EXPECT_EQ(r.status(), "completed");
-    EXPECT_EQ(r.verified_repo(), r.downstream_repo());
-    EXPECT_EQ(r.dispatched_at_source(), "relay.dispatches");
-    EXPECT_GE(r.queue_time_ms(), 59'000) << "queue time runs from the dispatch record's time";
-    EXPECT_GE(r.execution_time_ms(), 0);
-    EXPECT_EQ(r.tests_total(), 100);
+    EXPECT_EQ(r.trusted().status(), "completed");
+    EXPECT_TRUE(r.trusted().verified_repo() == l2 || r.trusted().verified_repo() == l4);
+    EXPECT_EQ(r.trusted().dispatched_at_source(), "relay.dispatches");
+    EXPECT_EQ(r.trusted().head_sha(), "abc123") << "the dispatched commit, from relay.dispatches";
+    EXPECT_EQ(r.trusted().upstream_repo(), "pytorch/pytorch");
+    EXPECT_GE(r.trusted().queue_time_ms(), 59'000) << "queue time runs from the dispatch record's time";
+    EXPECT_GE(r.trusted().execution_time_ms(), 0);
+    EXPECT_EQ(r.reported().tests_total(), 100);
   }
   auto checks = Read<v1::GitHubRequest>("github.requests", [&](const v1::GitHubRequest& r) {
     return r.delivery_id() == delivery && r.has_check_run();
@@ -263,6 +277,33 @@ TEST_F(CollectorIT, AMatrixOfJobsGoesThroughWithTheRelaysTimesAndCheckRunsForL4)
     EXPECT_EQ(c.repo(), "pytorch/pytorch");
     EXPECT_THAT(c.check_run().name(), HasSubstr("crcr/" + l4 + "/CI/test ("));
   }
+}
+
+TEST_F(CollectorIT, AnL3LabelAddedAfterTheJobFinishedStillRaisesItsCheckRun) {
+  CollectorStack s("label");
+  std::string l3 = s.Repo("xpu");
+  s.SetAllowlist("L3:\n  xpu:\n    " + l3 + ": [oncall]\n");
+  uint16_t port = s.Start(1);
+  ASSERT_NE(port, 0) << s.Log(1);
+  std::string delivery = "d-" + Unique();
+  int64_t pr = 100000 + static_cast<int64_t>(std::stoul(Unique().substr(0, 6)));
+  std::string token = s.Dispatch(l3, delivery, 3, NowS() * 1000, pr);
+  ASSERT_EQ(Post(port, s.Oidc(l3), Body(delivery, token, "in_progress", "xpu test")).status, 200);
+  ASSERT_EQ(Post(port, s.Oidc(l3), Body(delivery, token, "completed", "xpu test")).status, 200);
+  auto checks = [&] {
+    return Read<v1::GitHubRequest>("github.requests", [&](const v1::GitHubRequest& r) {
+      return r.delivery_id() == delivery && r.has_check_run();
+    });
+  };
+  EXPECT_TRUE(checks().empty()) << "no ciflow/crcr/xpu label yet";
+  s.Labels(pr, {"xpu"});
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  std::vector<v1::GitHubRequest> got;
+  while ((got = checks()).empty() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(200ms);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].check_run().status(), "completed");
+  EXPECT_EQ(got[0].check_run().head_sha(), "abc123");
+  EXPECT_EQ(got[0].repo(), "pytorch/pytorch");
 }
 
 TEST_F(CollectorIT, EveryRefusalRuleAnswersItsStatus) {
@@ -411,7 +452,7 @@ TEST_F(CollectorIT, TwoInstancesRacingOnOneJobNeverAcceptADuplicateCompleted) {
     EXPECT_EQ(statuses, (std::multiset<int>{200, 409})) << "round " << round;
   }
   auto results = Read<v1::JobResult>("ci.results", [&](const v1::JobResult& r) {
-    return r.delivery_id() == delivery && r.status() == "completed";
+    return r.trusted().delivery_id() == delivery && r.trusted().status() == "completed";
   });
   std::set<std::string> jobs;
   for (const auto& r : results) jobs.insert(r.job_id());
@@ -438,11 +479,11 @@ TEST_F(CollectorIT, TheSweeperTimesAZombieOutOnce) {
   auto late = Post(port, s.Oidc(repo), Body(delivery, token, "completed", "stuck"));
   EXPECT_EQ(late.status, 409) << late.body;
   auto results = Read<v1::JobResult>("ci.results", [&](const v1::JobResult& r) {
-    return r.delivery_id() == delivery && r.status() == "completed";
+    return r.trusted().delivery_id() == delivery && r.trusted().status() == "completed";
   });
   ASSERT_EQ(results.size(), 1u);
-  EXPECT_EQ(results[0].conclusion(), "timed_out");
-  EXPECT_TRUE(results[0].timed_out_by_sweeper());
+  EXPECT_EQ(results[0].reported().conclusion(), "timed_out");
+  EXPECT_TRUE(results[0].trusted().timed_out_by_sweeper());
 }
 
 // A JUnit report as pytest writes it: `n` cases, every 50th failed, every

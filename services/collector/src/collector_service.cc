@@ -254,6 +254,9 @@ class CollectorService final : public service::Service {
     });
     runtime.Every(s.allowlist_reload, [this] { (void)allowlist_->Refresh(); });
     runtime.Every(200ms, [this] { ExpireWaiters(); });
+    runtime.Every(500ms, [this] {
+      if (labels_->CaughtUp()) labels_live_ = true;
+    });
     runtime.Every(s.sweep_interval, [this] { Sweep(); });
     runtime.Every(1s, [this] {
       int64_t ok = oidc_->refreshes(), failed = oidc_->refresh_failures();
@@ -531,8 +534,34 @@ class CollectorService final : public service::Service {
     v1::PullRequestLabels l;
     if (!l.ParseFromString(r.value)) return;
     std::set<std::string> devices(l.crcr_devices().begin(), l.crcr_devices().end());
-    std::lock_guard lock(labels_mu_);
-    pr_devices_[absl::AsciiStrToLower(l.upstream_repo()) + "#" + std::to_string(l.number())] = std::move(devices);
+    {
+      std::lock_guard lock(labels_mu_);
+      pr_devices_[absl::AsciiStrToLower(l.upstream_repo()) + "#" + std::to_string(l.number())] = std::move(devices);
+    }
+    // A label that arrives after the dispatch (during the run or after it)
+    // still raises the check runs of the PR's jobs this instance owns.
+    // Only once the labels read at start are behind us: at start, the jobs
+    // got their check runs when they were decided.
+    if (!labels_live_.load()) return;
+    std::vector<std::shared_ptr<Partition>> parts;
+    {
+      std::lock_guard lock(parts_mu_);
+      for (auto& [p, part] : parts_) parts.push_back(part);
+    }
+    LabelLookup lookup = [this](const std::string& repo, int64_t pr) { return Devices(repo, pr); };
+    for (auto& part : parts) {
+      std::vector<v1::GitHubRequest> writes;
+      {
+        std::lock_guard lock(part->mu);
+        writes = part->jobs.CheckRunsForPullRequest(l.upstream_repo(), l.number(), lookup);
+      }
+      for (auto& w : writes) {
+        std::string repo = w.repo();
+        producer_->Send(Rec(settings_.topics.github_requests, repo, w, w.delivery_id()), [](absl::Status st) {
+          if (!st.ok()) log::Warn("check run for a late label not requested", {{"error", std::string(st.message())}});
+        });
+      }
+    }
   }
 
   std::set<std::string> Devices(const std::string& upstream_repo, int64_t pr) {
@@ -756,6 +785,7 @@ class CollectorService final : public service::Service {
   std::mutex waiters_mu_;
   std::unordered_map<std::string, Waiter> waiters_;  // request id -> the caller waiting for its decision
 
+  std::atomic<bool> labels_live_{false};  // the labels present at start are read
   std::mutex labels_mu_;
   std::unordered_map<std::string, std::set<std::string>> pr_devices_;  // "upstream#pr" -> devices
 

@@ -36,7 +36,7 @@ void Jobs::AddDispatch(const v1::DispatchRecord& d) {
   fact.set_head_sha(d.head_sha());
   fact.set_event(d.event());
   std::string repo = Lower(d.downstream_repo());
-  if (!d.head_sha().empty()) shas_.insert({repo, Lower(d.head_sha())});
+  if (!d.head_sha().empty()) shas_.try_emplace({repo, Lower(d.head_sha())}, d.upstream_repo());
   // A dispatch made again after a restart keeps its first time.
   dispatches_.try_emplace({repo, d.delivery_id()}, std::move(fact));
 }
@@ -52,6 +52,13 @@ void Jobs::Restore(v1::JobState job) {
 const v1::JobState* Jobs::Find(const std::string& job_id) const {
   auto it = jobs_.find(job_id);
   return it == jobs_.end() ? nullptr : &it->second;
+}
+
+static void SetDispatch(v1::JobState& job, const v1::DispatchFact& fact) {
+  job.set_upstream_repo(fact.upstream_repo());
+  job.set_pr_number(fact.pr_number());
+  job.set_head_sha(fact.head_sha());
+  job.set_event(fact.event());
 }
 
 const v1::DispatchFact* Jobs::FindDispatch(const std::string& repo, const std::string& delivery) const {
@@ -75,40 +82,88 @@ v1::JobResult ResultOf(const v1::JobState& job) {
   v1::JobResult r;
   r.set_job_id(job.job_id());
   r.set_version(job.version());
-  r.set_status(job.state());
-  r.set_conclusion(job.conclusion());
-  r.set_downstream_repo(job.repo());
-  r.set_verified_repo(last.repo());
-  r.set_downstream_repo_level(last.level());
-  r.set_upstream_repo(last.upstream_repo());
-  r.set_pr_number(last.pr_number());
-  r.set_head_sha(last.head_sha());
-  r.set_delivery_id(job.delivery_id());
-  r.set_event_type(last.event_type());
-  r.set_workflow_name(wf.name());
-  r.set_workflow_run_url(wf.url());
-  r.set_job_name(job.job_name());
-  r.set_check_run_id(wf.check_run_id());
-  r.set_run_id(job.run_id());
-  r.set_run_attempt(job.run_attempt());
-  r.set_dispatched_at_unix_ms(job.dispatched_at_unix_ms());
-  r.set_dispatched_at_source(job.dispatched_at_source());
-  r.set_started_at_unix_ms(job.in_progress_at_unix_ms());
-  r.set_completed_at_unix_ms(job.completed_at_unix_ms());
-  r.set_queue_time_ms(job.dispatched_at_unix_ms() > 0 && job.in_progress_at_unix_ms() > 0
+  v1::TrustedJobFacts& t = *r.mutable_trusted();
+  t.set_status(job.state());
+  t.set_verified_repo(last.repo());
+  t.set_repository_id(last.repository_id());
+  t.set_level(last.level());
+  t.set_delivery_id(job.delivery_id());
+  t.set_upstream_repo(job.upstream_repo());
+  t.set_pr_number(job.pr_number());
+  t.set_head_sha(job.head_sha());
+  t.set_event(job.event());
+  t.set_dispatched_at_unix_ms(job.dispatched_at_unix_ms());
+  t.set_dispatched_at_source(job.dispatched_at_source());
+  t.set_started_at_unix_ms(job.in_progress_at_unix_ms());
+  t.set_completed_at_unix_ms(job.completed_at_unix_ms());
+  t.set_queue_time_ms(job.dispatched_at_unix_ms() > 0 && job.in_progress_at_unix_ms() > 0
                           ? std::max<int64_t>(0, job.in_progress_at_unix_ms() - job.dispatched_at_unix_ms())
                           : -1);
-  r.set_execution_time_ms(job.completed_at_unix_ms() > 0 && job.in_progress_at_unix_ms() > 0
+  t.set_execution_time_ms(job.completed_at_unix_ms() > 0 && job.in_progress_at_unix_ms() > 0
                               ? std::max<int64_t>(0, job.completed_at_unix_ms() - job.in_progress_at_unix_ms())
                               : -1);
-  r.set_tests_total(wf.tests_total());
-  r.set_tests_passed(wf.tests_passed());
-  r.set_tests_failed(wf.tests_failed());
-  r.set_tests_skipped(wf.tests_skipped());
-  for (const auto& t : wf.failed_tests()) r.add_failed_tests(t);
-  r.set_artifact_url(wf.artifact_url());
-  r.set_timed_out_by_sweeper(job.timed_out_by_sweeper());
+  t.set_timed_out_by_sweeper(job.timed_out_by_sweeper());
+  v1::ReportedJobFacts& rep = *r.mutable_reported();
+  rep.set_event_type(last.event_type());
+  rep.set_conclusion(job.conclusion());
+  rep.set_workflow_name(wf.name());
+  rep.set_workflow_run_url(wf.url());
+  rep.set_job_name(job.job_name());
+  rep.set_check_run_id(wf.check_run_id());
+  rep.set_run_id(job.run_id());
+  rep.set_run_attempt(job.run_attempt());
+  rep.set_upstream_repo(last.upstream_repo());
+  rep.set_pr_number(last.pr_number());
+  rep.set_head_sha(last.head_sha());
+  rep.set_has_test_results(wf.has_test_results());
+  rep.set_tests_total(wf.tests_total());
+  rep.set_tests_passed(wf.tests_passed());
+  rep.set_tests_failed(wf.tests_failed());
+  rep.set_tests_skipped(wf.tests_skipped());
+  for (const auto& f : wf.failed_tests()) rep.add_failed_tests(f);
+  rep.set_artifact_url(wf.artifact_url());
   return r;
+}
+
+std::optional<v1::GitHubRequest> CheckRunFor(const v1::JobState& job) {
+  // Only on the commit the relay dispatched (never one the payload names).
+  if (job.upstream_repo().empty() || job.head_sha().empty()) return std::nullopt;
+  const v1::CallbackRequest& last = job.last();
+  v1::GitHubRequest req;
+  req.set_id(github::RequestId({"check_run", job.job_id(), std::to_string(job.version())}));
+  req.set_repo(job.upstream_repo());
+  req.set_level(last.level());
+  req.set_delivery_id(job.delivery_id());
+  req.set_requested_at_unix_ms(job.state() == kCompleted ? job.completed_at_unix_ms() : job.in_progress_at_unix_ms());
+  v1::CheckRunCall& call = *req.mutable_check_run();
+  call.set_name(github::CheckRunName(job.repo(), last.workflow().name(), job.job_name()));
+  call.set_head_sha(job.head_sha());
+  call.set_external_id(github::CheckRunExternalId(job.run_id(), job.run_attempt(), job.job_name()));
+  call.set_status(job.state());
+  call.set_details_url(last.workflow().url());
+  if (job.state() == kCompleted) {
+    call.set_conclusion(job.conclusion());
+    call.set_title(job.job_name() + " on " + job.repo() + ": " + job.conclusion());
+  } else {
+    call.set_title(job.job_name() + " on " + job.repo() + ": running");
+  }
+  std::string summary = "Reported by " + job.repo() + " (level L" + std::to_string(last.level()) + "), run " +
+                        job.run_id() + " attempt " + job.run_attempt() + ".";
+  if (last.workflow().has_test_results()) {
+    summary += " Tests: " + std::to_string(last.workflow().tests_passed()) + " passed, " +
+               std::to_string(last.workflow().tests_failed()) + " failed, " +
+               std::to_string(last.workflow().tests_skipped()) + " skipped.";
+  }
+  if (job.timed_out_by_sweeper()) summary += " No completion was reported in time: timed out by the relay.";
+  call.set_summary(summary);
+  return req;
+}
+
+bool WantsCheckRuns(const v1::JobState& job, const LabelLookup& labels) {
+  const v1::CallbackRequest& last = job.last();
+  if (last.level() >= 4) return true;
+  return last.level() == 3 && !last.device().empty() && job.pr_number() > 0 && labels &&
+         labels(job.upstream_repo(), job.pr_number()).count(last.device()) > 0;
 }
 
 Decision Jobs::Effects(const v1::JobState& job, const LabelLookup& labels, std::string outcome) const {
@@ -120,42 +175,8 @@ Decision Jobs::Effects(const v1::JobState& job, const LabelLookup& labels, std::
   d.job = job;
   d.result = ResultOf(job);
   // Check runs upstream: always for L4, for L3 when the PR's labels ask for
-  // the repo's device. Only where there is a commit to put them on.
-  const v1::CallbackRequest& last = job.last();
-  bool wanted = last.level() >= 4;
-  if (last.level() == 3 && !last.device().empty() && last.pr_number() > 0 && labels) {
-    wanted = labels(last.upstream_repo(), last.pr_number()).count(last.device()) > 0;
-  }
-  if (wanted && !last.upstream_repo().empty() && !last.head_sha().empty()) {
-    v1::GitHubRequest req;
-    req.set_id(github::RequestId({"check_run", job.job_id(), std::to_string(job.version())}));
-    req.set_repo(last.upstream_repo());
-    req.set_level(last.level());
-    req.set_delivery_id(job.delivery_id());
-    req.set_requested_at_unix_ms(job.state() == kCompleted ? job.completed_at_unix_ms() : job.in_progress_at_unix_ms());
-    v1::CheckRunCall& call = *req.mutable_check_run();
-    call.set_name(github::CheckRunName(job.repo(), last.workflow().name(), job.job_name()));
-    call.set_head_sha(last.head_sha());
-    call.set_external_id(github::CheckRunExternalId(job.run_id(), job.run_attempt(), job.job_name()));
-    call.set_status(job.state());
-    call.set_details_url(last.workflow().url());
-    if (job.state() == kCompleted) {
-      call.set_conclusion(job.conclusion());
-      call.set_title(job.job_name() + " on " + job.repo() + ": " + job.conclusion());
-    } else {
-      call.set_title(job.job_name() + " on " + job.repo() + ": running");
-    }
-    std::string summary = "Reported by " + job.repo() + " (level L" + std::to_string(last.level()) + "), run " +
-                          job.run_id() + " attempt " + job.run_attempt() + ".";
-    if (last.workflow().has_test_results()) {
-      summary += " Tests: " + std::to_string(last.workflow().tests_passed()) + " passed, " +
-                 std::to_string(last.workflow().tests_failed()) + " failed, " +
-                 std::to_string(last.workflow().tests_skipped()) + " skipped.";
-    }
-    if (job.timed_out_by_sweeper()) summary += " No completion was reported in time: timed out by the relay.";
-    call.set_summary(summary);
-    d.check_run = std::move(req);
-  }
+  // the repo's device.
+  if (WantsCheckRuns(job, labels)) d.check_run = CheckRunFor(job);
   return d;
 }
 
@@ -220,6 +241,7 @@ Decision Jobs::Apply(const v1::CallbackRequest& req, int64_t now_ms, const Label
     v1::JobState job = NewJob(id, req, kInProgress);
     job.set_in_progress_at_unix_ms(req.received_at_unix_ms());
     const v1::DispatchFact* fact = FindDispatch(req.repo(), req.delivery_id());
+    if (fact) SetDispatch(job, *fact);
     if (!fact && !req.relay_token_verified()) {
       return Refuse(404, "no dispatch of delivery " + req.delivery_id() + " to " + req.repo() + " is known", id, nullptr);
     }
@@ -242,12 +264,16 @@ Decision Jobs::Apply(const v1::CallbackRequest& req, int64_t now_ms, const Label
   // completed
   if (self_report) {
     if (existing) return Refuse(409, "duplicate completed: this " + req.event_type() + " job already reported", id, existing);
-    if (!shas_.count({Lower(req.repo()), Lower(req.delivery_id())})) {
+    auto seen = shas_.find({Lower(req.repo()), Lower(req.delivery_id())});
+    if (seen == shas_.end()) {
       return Refuse(404, "upstream commit " + req.delivery_id() + " was never dispatched to " + req.repo(), id, nullptr);
     }
     v1::JobState job = NewJob(id, req, kCompleted);
     job.set_conclusion(wf.conclusion());
     job.set_dispatched_at_source("none");
+    job.set_upstream_repo(seen->second);
+    job.set_head_sha(Lower(req.delivery_id()));
+    job.set_event(req.event_type());
     job.set_completed_at_unix_ms(req.received_at_unix_ms());
     return Accept(std::move(job), req, labels);
   }
@@ -261,10 +287,27 @@ Decision Jobs::Apply(const v1::CallbackRequest& req, int64_t now_ms, const Label
     return Refuse(409, "duplicate completed: the job already completed (" + existing->conclusion() + ")", id, existing);
   }
   v1::JobState job = *existing;
+  // The dispatch record may have come since in_progress (it was then taken
+  // on the relay token's word).
+  if (job.upstream_repo().empty()) {
+    if (const v1::DispatchFact* fact = FindDispatch(req.repo(), req.delivery_id())) SetDispatch(job, *fact);
+  }
   job.set_state(kCompleted);
   job.set_conclusion(wf.conclusion());
   job.set_completed_at_unix_ms(std::max(req.received_at_unix_ms(), job.in_progress_at_unix_ms()));
   return Accept(std::move(job), req, labels);
+}
+
+std::vector<v1::GitHubRequest> Jobs::CheckRunsForPullRequest(const std::string& upstream_repo, int64_t pr_number,
+                                                             const LabelLookup& labels) const {
+  std::vector<v1::GitHubRequest> out;
+  std::string upstream = Lower(upstream_repo);
+  for (const auto& [id, job] : jobs_) {
+    if (job.pr_number() != pr_number || Lower(job.upstream_repo()) != upstream) continue;
+    if (!WantsCheckRuns(job, labels)) continue;
+    if (auto req = CheckRunFor(job)) out.push_back(std::move(*req));
+  }
+  return out;
 }
 
 std::vector<std::string> Jobs::InProgressSince(int64_t cutoff_ms) const {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "relay/collector/callback.h"
+#include "relay/github/check_runs.h"
 
 namespace relay::collector {
 namespace {
@@ -69,17 +70,17 @@ TEST_F(JobsTest, DispatchedInProgressCompletedWithTheRelaysOwnTimes) {
   EXPECT_EQ(started.http_status, 200);
   EXPECT_EQ(started.outcome, "accepted");
   ASSERT_TRUE(started.result && started.job);
-  EXPECT_EQ(started.result->status(), "in_progress");
-  EXPECT_EQ(started.result->queue_time_ms(), 30'000);
-  EXPECT_EQ(started.result->execution_time_ms(), -1);
+  EXPECT_EQ(started.result->trusted().status(), "in_progress");
+  EXPECT_EQ(started.result->trusted().queue_time_ms(), 30'000);
+  EXPECT_EQ(started.result->trusted().execution_time_ms(), -1);
   EXPECT_EQ(started.job->dispatched_at_source(), "relay.dispatches");
   EXPECT_FALSE(started.check_run) << "L2 raises no check runs";
   Decision done = Apply(Callback("completed", kDispatchedAt + 90'000));
   EXPECT_EQ(done.outcome, "accepted");
-  EXPECT_EQ(done.result->status(), "completed");
-  EXPECT_EQ(done.result->conclusion(), "success");
-  EXPECT_EQ(done.result->queue_time_ms(), 30'000);
-  EXPECT_EQ(done.result->execution_time_ms(), 60'000);
+  EXPECT_EQ(done.result->trusted().status(), "completed");
+  EXPECT_EQ(done.result->reported().conclusion(), "success");
+  EXPECT_EQ(done.result->trusted().queue_time_ms(), 30'000);
+  EXPECT_EQ(done.result->trusted().execution_time_ms(), 60'000);
   EXPECT_EQ(done.result->version(), 2);
   EXPECT_EQ(done.job_id, started.job_id);
 }
@@ -136,17 +137,17 @@ TEST_F(JobsTest, AReRunAttemptIsItsOwnJobWithoutTheDispatchsQueueTime) {
   ASSERT_EQ(Apply(Callback("completed", kDispatchedAt + 2000)).outcome, "accepted");
   Decision rerun = Apply(Callback("in_progress", kDispatchedAt + 999'000, "test", "2"));
   EXPECT_EQ(rerun.outcome, "accepted");
-  EXPECT_EQ(rerun.result->queue_time_ms(), -1);
+  EXPECT_EQ(rerun.result->trusted().queue_time_ms(), -1);
   EXPECT_EQ(rerun.result->version(), 1);
   Decision rerun_done = Apply(Callback("completed", kDispatchedAt + 1'009'000, "test", "2"));
-  EXPECT_EQ(rerun_done.result->execution_time_ms(), 10'000);
+  EXPECT_EQ(rerun_done.result->trusted().execution_time_ms(), 10'000);
 }
 
 TEST_F(JobsTest, ARelayTokenStandsInForADispatchRecordNotYetSeen) {
   Decision d = Apply(Callback("in_progress", kDispatchedAt + 10'000));
   EXPECT_EQ(d.outcome, "accepted");
   EXPECT_EQ(d.job->dispatched_at_source(), "relay_token");
-  EXPECT_EQ(d.result->queue_time_ms(), 15'000);
+  EXPECT_EQ(d.result->trusted().queue_time_ms(), 15'000);
 }
 
 TEST_F(JobsTest, NightlyReportsNeedAnUpstreamShaDispatchedToTheRepo) {
@@ -162,8 +163,8 @@ TEST_F(JobsTest, NightlyReportsNeedAnUpstreamShaDispatchedToTheRepo) {
   nightly.set_token_id("fresh");
   Decision ok = Apply(nightly);
   EXPECT_EQ(ok.outcome, "accepted");
-  EXPECT_EQ(ok.result->queue_time_ms(), -1);
-  EXPECT_EQ(ok.result->execution_time_ms(), -1);
+  EXPECT_EQ(ok.result->trusted().queue_time_ms(), -1);
+  EXPECT_EQ(ok.result->trusted().execution_time_ms(), -1);
   nightly.set_token_id("fresh2");
   EXPECT_EQ(Apply(nightly).http_status, 409);
 }
@@ -191,6 +192,46 @@ TEST_F(JobsTest, CheckRunsForL4AlwaysAndForL3WhenThePrAsksForTheDevice) {
   EXPECT_TRUE(Apply(l3_done).check_run);
 }
 
+TEST_F(JobsTest, AnL3LabelThatComesAfterTheRunStillRaisesItsCheckRun) {
+  jobs_.AddDispatch(Dispatch("org/be", "d1", 3));
+  auto start = Callback("in_progress", 1, "late", "1", 3);
+  start.set_device("xpu");
+  auto done = Callback("completed", 2, "late", "1", 3);
+  done.set_device("xpu");
+  EXPECT_FALSE(Apply(start).check_run);
+  Decision finished = Apply(done);
+  EXPECT_FALSE(finished.check_run);
+  EXPECT_TRUE(jobs_.CheckRunsForPullRequest("pytorch/pytorch", 42, labels_).empty());
+  devices_ = {"xpu"};  // ciflow/crcr/xpu added after the job finished
+  auto late = jobs_.CheckRunsForPullRequest("PyTorch/PyTorch", 42, labels_);
+  ASSERT_EQ(late.size(), 1u);
+  EXPECT_EQ(late[0].check_run().status(), "completed");
+  EXPECT_EQ(late[0].check_run().conclusion(), "success");
+  EXPECT_EQ(late[0].id(), github::RequestId({"check_run", finished.job_id, "2"}))
+      << "the same write as if the label had been there: dispatch does it once";
+  EXPECT_TRUE(jobs_.CheckRunsForPullRequest("pytorch/pytorch", 43, labels_).empty());
+}
+
+TEST_F(JobsTest, CheckRunsGoOnTheDispatchedCommitNeverOnePayloadNames) {
+  // A callback whose echoed payload was edited to name another commit.
+  auto forged = Callback("in_progress", 1, "x", "1", 4);
+  forged.set_head_sha("f00d");
+  forged.set_upstream_repo("pytorch/other");
+  Decision before_fact = Apply(forged);
+  EXPECT_EQ(before_fact.outcome, "accepted") << "the relay token vouches for the dispatch";
+  EXPECT_FALSE(before_fact.check_run) << "no dispatch record yet: no commit the relay knows";
+  EXPECT_EQ(before_fact.result->trusted().head_sha(), "");
+  EXPECT_EQ(before_fact.result->reported().head_sha(), "f00d");
+  jobs_.AddDispatch(Dispatch("org/be", "d1", 4));
+  auto done = Callback("completed", 2, "x", "1", 4);
+  done.set_head_sha("f00d");
+  Decision after = Apply(done);
+  ASSERT_TRUE(after.check_run);
+  EXPECT_EQ(after.check_run->check_run().head_sha(), "abc");
+  EXPECT_EQ(after.check_run->repo(), "pytorch/pytorch");
+  EXPECT_EQ(after.result->trusted().head_sha(), "abc");
+}
+
 TEST_F(JobsTest, TheSweeperTimesAJobOutOnceAndALateCompletionIsRefused) {
   jobs_.AddDispatch(Dispatch());
   Decision started = Apply(Callback("in_progress", 100));
@@ -205,9 +246,9 @@ TEST_F(JobsTest, TheSweeperTimesAJobOutOnceAndALateCompletionIsRefused) {
   sweep.mutable_workflow()->set_job_name("test");
   Decision timed_out = Apply(sweep, 5000);
   EXPECT_EQ(timed_out.outcome, "accepted");
-  EXPECT_EQ(timed_out.result->conclusion(), "timed_out");
-  EXPECT_TRUE(timed_out.result->timed_out_by_sweeper());
-  EXPECT_EQ(timed_out.result->execution_time_ms(), 4900);
+  EXPECT_EQ(timed_out.result->reported().conclusion(), "timed_out");
+  EXPECT_TRUE(timed_out.result->trusted().timed_out_by_sweeper());
+  EXPECT_EQ(timed_out.result->trusted().execution_time_ms(), 4900);
   EXPECT_EQ(Apply(sweep, 6000).outcome, "no_op") << "a second sweep does nothing";
   EXPECT_TRUE(jobs_.InProgressSince(1'000'000).empty());
   EXPECT_EQ(Apply(Callback("completed", 7000)).http_status, 409);

@@ -45,6 +45,11 @@ class Jobs {
   // Decides one callback (or sweep) received at request.received_at_unix_ms
   // and, when accepted, applies it. `now_ms` is the owner's clock (sweeps).
   Decision Apply(const v1::CallbackRequest& request, int64_t now_ms, const LabelLookup& labels);
+  // Check-run writes for the current state of every job of an upstream PR
+  // that wants them now (its labels changed: an L3 device label may have
+  // come after the dispatch, during the run or after it finished).
+  std::vector<v1::GitHubRequest> CheckRunsForPullRequest(const std::string& upstream_repo, int64_t pr_number,
+                                                         const LabelLookup& labels) const;
   // Jobs in progress since before `cutoff_ms` (relay clock), for the sweeper.
   std::vector<std::string> InProgressSince(int64_t cutoff_ms) const;
   // Forgets dispatches and jobs last changed before `cutoff_ms`, and used
@@ -68,11 +73,19 @@ class Jobs {
 
   std::map<std::string, v1::JobState> jobs_;                          // job id ->
   std::map<std::pair<std::string, std::string>, v1::DispatchFact> dispatches_;  // (repo lower, delivery) ->
-  std::set<std::pair<std::string, std::string>> shas_;                // (repo lower, upstream sha) dispatched
+  std::map<std::pair<std::string, std::string>, std::string> shas_;  // (repo lower, upstream sha) -> upstream repo
   std::map<std::string, UsedToken> tokens_;                           // token id -> the callback it carried
 };
 
 // The job's row for ci.results, built from its state.
 v1::JobResult ResultOf(const v1::JobState& job);
+
+// Whether the job's upstream check run is wanted: L4 always, L3 when the
+// PR's labels ask for the repo's device.
+bool WantsCheckRuns(const v1::JobState& job, const LabelLookup& labels);
+// The check-run write for the job's current state, on the dispatched
+// commit (none while the dispatch record is unknown). Its id is the job and
+// version: asking again for the same state is the same write.
+std::optional<v1::GitHubRequest> CheckRunFor(const v1::JobState& job);
 
 }  // namespace relay::collector
