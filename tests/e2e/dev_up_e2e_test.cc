@@ -36,6 +36,8 @@ TEST(DevUpE2E, UpDrivesRealWebhooksIntoTheTopicStatusAndDown) {
   EXPECT_THAT(out, HasSubstr("canary downstream answered 96 dispatches"));
   EXPECT_THAT(out, HasSubstr("\n0 unexpected answers"));
   EXPECT_THAT(out, HasSubstr("outcome=\"accepted\""));
+  EXPECT_THAT(out, HasSubstr("test cases reported in JUnit uploads"));
+  EXPECT_THAT(out, HasSubstr("relay_collector_test_cases_total"));
 
   std::string status;
   ASSERT_EQ(testing::RunCommand(root + "/tools/dev status", &status), 0) << status;
@@ -45,6 +47,7 @@ TEST(DevUpE2E, UpDrivesRealWebhooksIntoTheTopicStatusAndDown) {
   EXPECT_THAT(status, HasSubstr("GITHUB_API_URL=http://127.0.0.1:"));
   EXPECT_THAT(status, HasSubstr("DISPATCH_URL=http://127.0.0.1:"));
   EXPECT_THAT(status, HasSubstr("CALLBACK_URL=http://127.0.0.1:"));
+  EXPECT_THAT(status, HasSubstr("TEST_REPORT_URL=http://127.0.0.1:"));
   EXPECT_THAT(status, HasSubstr("OIDC_JWKS_FILE="));
   auto pos = status.find("INTAKE_URL=http://127.0.0.1:");
   ASSERT_NE(pos, std::string::npos) << status;

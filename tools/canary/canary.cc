@@ -12,6 +12,7 @@
 //   relay-canary run --github URL --collector URL --key PEM --kid KID
 //                    --issuer ISS --audience AUD [--idle SECONDS] [--seed N]
 //                    [--skip-calls N]   (calls the fake got before this run)
+//                    [--cases N]        (test cases per JUnit report; 0: none)
 //   relay-canary mint-corpus --key PEM --kid KID --issuer ISS --audience AUD
 //                    --token-keys FILE --org ORG --repos N --count N --out DIR
 //                    pre-minted callbacks for relay-loadgen (benchmarks): each
@@ -84,6 +85,7 @@ class Canary {
     github_ = std::move(*gh);
     collector_ = std::move(*col);
     seen_ = std::stoul(f.count("skip-calls") ? f["skip-calls"] : "0");
+    cases_ = std::stoi(f.count("cases") ? f["cases"] : "3000");
   }
 
   // Answers every dispatch not answered yet; true when there were any.
@@ -108,6 +110,7 @@ class Canary {
   }
 
   const Tally& tally() const { return tally_; }
+  int64_t reported_cases() const { return reported_cases_; }
   int dispatches() const { return dispatches_; }
 
  private:
@@ -140,6 +143,58 @@ class Canary {
     }
   }
 
+  // A job's JUnit report as pytest writes it, posted to /github/test-report
+  // with the dispatch's relay token.
+  void UploadReport(const std::string& repo, const json::object& payload, const std::string& run_id, int attempt,
+                    const std::string& job, const std::string& conclusion) {
+    std::string xml = R"(<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">)";
+    xml.reserve(static_cast<size_t>(cases_) * 150);
+    for (int i = 0; i < cases_; ++i) {
+      xml += R"(<testcase classname="test_ops.TestCommon" name="test_op_)" + std::to_string(i) +
+             R"(" file="test/test_ops.py" time="0.)" + std::to_string(rng_() % 1000) + "\"";
+      if (conclusion == "failure" && i % 997 == 1) {
+        xml += R"(><failure message="AssertionError: Tensor-likes are not close!">Traceback ...</failure></testcase>)";
+      } else if (i % 50 == 7) {
+        xml += R"(><skipped message="not supported on this backend"/></testcase>)";
+      } else {
+        xml += "/>";
+      }
+    }
+    xml += "</testsuite></testsuites>";
+    const json::value* token = payload.if_contains("relay_token");
+    std::map<std::string, std::string> headers = {{"Authorization", "Bearer " + Oidc(repo)},
+                                                  {"Content-Type", "application/xml"}};
+    if (token && token->is_string()) headers["X-Relay-Token"] = std::string(token->as_string());
+    std::string delivery = payload.contains("delivery_id") ? std::string(payload.at("delivery_id").as_string()) : "";
+    std::string target = "/github/test-report?delivery_id=" + delivery + "&run_id=" + run_id +
+                         "&run_attempt=" + std::to_string(attempt) + "&job_name=" + UrlEncode(job);
+    auto r = collector_->Send(bhttp::verb::post, target, headers, xml);
+    int got = r.ok() ? static_cast<int>(r->status) : 0;
+    bool ignored = r.ok() && r->body.find("\"ignored\"") != std::string::npos;
+    tally_.by_kind[std::string("JUnit report (") + std::to_string(cases_) + " cases) -> " +
+                   (ignored ? "200 ignored (L1)" : std::to_string(got))]++;
+    if (!ignored && got != 202) {
+      tally_.unexpected++;
+      std::cerr << "unexpected: " << repo << " report: " << got << " " << (r.ok() ? r->body : std::string(r.status().message())) << "\n";
+    } else if (!ignored) {
+      reported_cases_ += cases_;
+    }
+  }
+
+  static std::string UrlEncode(const std::string& in) {
+    std::string out;
+    for (unsigned char c : in) {
+      if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+        out += static_cast<char>(c);
+      } else {
+        char buf[4];
+        std::snprintf(buf, sizeof buf, "%%%02X", c);
+        out += buf;
+      }
+    }
+    return out;
+  }
+
   static json::object Workflow(const std::string& run_id, int attempt, const std::string& job, const std::string& status,
                                const std::string& conclusion) {
     json::object w{{"schema_version", "1"}, {"status", status},
@@ -162,10 +217,17 @@ class Canary {
     for (int leg = 0; leg < legs; ++leg) {
       std::string job = "test (" + std::to_string(leg + 1) + ", " + std::to_string(legs) + ")";
       uint32_t roll = rng_() % 100;
-      std::string conclusion = roll < 80 ? "success" : roll < 95 ? "failure" : "cancelled";
+      std::string conclusion = roll < 80 ? "success" : roll < 93 ? "failure" : "cancelled";
       if (rng_() % 13 == 0) Post(repo, payload, Workflow(run_id, 1, job, "completed", conclusion), 409, "completed before in_progress");
       Post(repo, payload, Workflow(run_id, 1, job, "in_progress", ""), 200, "in_progress");
       if (rng_() % 11 == 0) Post(repo, payload, Workflow(run_id, 1, job, "in_progress", ""), 409, "duplicate in_progress");
+      if (roll >= 98) {
+        // The runner died: no completion is ever reported; the relay's
+        // sweeper times the job out after collector.zombie_timeout.
+        Post(repo, payload, Workflow(run_id, 1, job, "in_progress", ""), 409, "duplicate in_progress");
+        continue;
+      }
+      if (cases_ > 0) UploadReport(repo, payload, run_id, 1, job, conclusion);
       Post(repo, payload, Workflow(run_id, 1, job, "completed", conclusion), 200, "completed " + conclusion);
       if (rng_() % 10 == 0) Post(repo, payload, Workflow(run_id, 1, job, "completed", conclusion), 409, "duplicate completed");
       if (conclusion == "failure" && rng_() % 2 == 0) {
@@ -181,9 +243,11 @@ class Canary {
   std::mt19937 rng_;
   std::unique_ptr<relay::http::Client> github_, collector_;
   size_t seen_ = 0;
+  int cases_ = 3000;
   int dispatches_ = 0;
   int64_t minted_ = 0;
   Tally tally_;
+  int64_t reported_cases_ = 0;
 };
 
 // Signing is the slow part (an RS256 signature is ~220 µs): both cores.
@@ -253,6 +317,7 @@ int main(int argc, char** argv) {
   }
   std::cout << "canary downstream answered " << canary.dispatches() << " dispatches; callbacks by kind and answer:\n";
   for (const auto& [kind, n] : canary.tally().by_kind) std::cout << "  " << n << "\t" << kind << "\n";
+  std::cout << canary.reported_cases() << " test cases reported in JUnit uploads\n";
   std::cout << canary.tally().unexpected << " unexpected answers\n";
   return canary.tally().unexpected == 0 ? 0 : 1;
 }
