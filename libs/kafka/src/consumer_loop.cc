@@ -70,7 +70,10 @@ absl::Status LoopConsumer::RunBatches(BatchOptions options, BatchHandler handler
     ResumeDue();
     milliseconds wait(100);
     if (!pending_.empty()) {
-      auto left = std::chrono::duration_cast<milliseconds>(first_at_ + options.max_wait - Clock::now());
+      // Rounded up: rounded down, the last fraction of a millisecond would
+      // be spent polling with a zero timeout, spinning (a profile of the
+      // collector found 10% of its CPU there).
+      auto left = std::chrono::ceil<milliseconds>(first_at_ + options.max_wait - Clock::now());
       wait = std::clamp(left, milliseconds(0), wait);
     }
     if (std::optional<ConsumedRecord> record = source_->Poll(wait)) {

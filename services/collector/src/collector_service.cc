@@ -486,13 +486,20 @@ class CollectorService final : public service::Service {
     w->responder.Send(std::move(response));
   }
 
+  bool IsWaiting(const std::string& request_id) {
+    std::lock_guard lock(waiters_mu_);
+    return waiters_.count(request_id) > 0;
+  }
+
   void OnDecision(const kafka::ConsumedRecord& r) {
-    {
-      std::lock_guard lock(waiters_mu_);
-      if (!waiters_.count(r.key)) return;  // another instance's caller
-    }
+    if (!IsWaiting(r.key)) return;  // another instance's caller
     v1::CallbackDecision d;
     if (!d.ParseFromString(r.value)) return;
+    Decided(d);
+  }
+
+  // Answers the caller waiting for `d` (if it still waits).
+  void Decided(const v1::CallbackDecision& d) {
     http::Response response;
     std::string extra = ",\"job_id\":" + JsonString(d.job_id()) + ",\"state\":" + JsonString(d.state());
     if (d.outcome() == "refused") {
@@ -633,7 +640,8 @@ class CollectorService final : public service::Service {
 
   absl::Status HandleBatch(kafka::Batch& batch) {
     std::vector<kafka::Record> effects;
-    std::vector<kafka::Record> answers;
+    std::vector<kafka::Record> answers;       // for callers waiting at other instances
+    std::vector<v1::CallbackDecision> local;  // for callers waiting here
     int64_t now_ms = clock_->UnixMillis();
     LabelLookup labels = [this](const std::string& repo, int64_t pr) { return Devices(repo, pr); };
     for (size_t i = 0; i < batch.records().size(); ++i) {
@@ -682,12 +690,17 @@ class CollectorService final : public service::Service {
         log::Info("callback refused by the state machine",
                   {{"status", d.http_status}, {"reason", d.reason}, {"repo", req.repo()}, {"job", d.job_id}});
       }
-      answers.push_back(Rec(settings_.topics.decisions, req.request_id(), answer, req.delivery_id()));
+      if (IsWaiting(req.request_id())) {
+        local.push_back(std::move(answer));  // its caller is on this instance: answered directly
+      } else {
+        answers.push_back(Rec(settings_.topics.decisions, req.request_id(), answer, req.delivery_id()));
+      }
     }
     // The state and its effects are durable before anyone hears the
     // decision; if any of them fails the batch comes again, and what was
     // accepted is then a replay that writes the same records again.
     RELAY_RETURN_IF_ERROR(SendAll(std::move(effects)));
+    for (const auto& d : local) Decided(d);
     for (auto& a : answers) {
       producer_->Send(std::move(a), [](absl::Status st) {
         // A lost answer times the caller out (503); its retry is a replay.
