@@ -12,6 +12,9 @@ find_package(prometheus-cpp REQUIRED)
 find_package(Boost 1.81 REQUIRED COMPONENTS json url)
 pkg_check_modules(RDKAFKA REQUIRED IMPORTED_TARGET rdkafka)
 pkg_check_modules(EXPAT REQUIRED IMPORTED_TARGET expat)
+# gRPC: Debian ships no CMake package for it, only pkg-config and the plugin.
+pkg_check_modules(GRPCPP REQUIRED IMPORTED_TARGET grpc++)
+find_program(GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
 find_package(ZLIB REQUIRED)
 # tcmalloc for service binaries: glibc malloc was ~17% of intake's CPU at
 # saturation (buffers allocated on I/O threads, freed on Kafka's); tcmalloc

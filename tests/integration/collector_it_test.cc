@@ -14,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include <grpcpp/grpcpp.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
@@ -29,6 +30,7 @@
 #include "relay/auth/relay_token.h"
 #include "relay/kafka/producer.h"
 #include "relay/v1/collector.pb.h"
+#include "relay/v1/collector_api.grpc.pb.h"
 #include "relay/v1/dispatch.pb.h"
 #include "relay/v1/github.pb.h"
 #include "support/fixtures.h"
@@ -618,6 +620,71 @@ TEST_F(CollectorIT, AMillionCaseReportIsIngestedWithFlatMemory) {
     cases += b.cases_size();
   }
   EXPECT_EQ(cases, 1'000'000);
+}
+
+TEST_F(CollectorIT, TheGrpcApiDecidesAsTheHttpRoutesDo) {
+  CollectorStack s("grpc");
+  std::string repo = s.Repo("be");
+  s.SetAllowlist("L2: [" + repo + "]\n");
+  uint16_t port = s.Start(1, {{"RELAY_COLLECTOR_GRPC_LISTEN", "127.0.0.1:0"}});
+  ASSERT_NE(port, 0) << s.Log(1);
+  int grpc_port = static_cast<int>(Metric(port, "relay_collector_grpc_port"));
+  ASSERT_GT(grpc_port, 0);
+  auto stub = v1::CollectorApi::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port), grpc::InsecureChannelCredentials()));
+  std::string delivery = "d-" + Unique();
+  std::string token = s.Dispatch(repo, delivery, 2, NowS() * 1000);
+  auto report = [&](const std::string& status, const std::string& bearer, v1::ReportJobResponse* out) {
+    grpc::ClientContext ctx;
+    if (!bearer.empty()) ctx.AddMetadata("authorization", "Bearer " + bearer);
+    v1::ReportJobRequest req;
+    req.set_event_type("pull_request");
+    req.set_delivery_id(delivery);
+    req.set_relay_token(token);
+    auto* w = req.mutable_workflow();
+    w->set_status(status);
+    if (status == "completed") w->set_conclusion("success");
+    w->set_name("Buildkite CI");
+    w->set_run_id("555");
+    w->set_run_attempt("1");
+    w->set_job_name("unit");
+    return stub->ReportJob(&ctx, req, out);
+  };
+  v1::ReportJobResponse out;
+  EXPECT_EQ(report("in_progress", "", &out).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  grpc::Status started = report("in_progress", s.Oidc(repo), &out);
+  ASSERT_TRUE(started.ok()) << started.error_message();
+  EXPECT_EQ(out.outcome(), "accepted");
+  EXPECT_EQ(out.state(), "in_progress");
+  grpc::Status dup = report("in_progress", s.Oidc(repo), &out);
+  EXPECT_EQ(dup.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(dup.error_message(), HasSubstr("duplicate in_progress"));
+  ASSERT_TRUE(report("completed", s.Oidc(repo), &out).ok());
+  EXPECT_EQ(out.state(), "completed");
+
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer " + s.Oidc(repo));
+  v1::UploadTestReportResponse uploaded;
+  auto writer = stub->UploadTestReport(&ctx, &uploaded);
+  v1::TestReportChunk chunk;
+  auto* h = chunk.mutable_header();
+  h->set_delivery_id(delivery);
+  h->set_run_id("555");
+  h->set_run_attempt("1");
+  h->set_job_name("unit");
+  h->set_relay_token(token);
+  ASSERT_TRUE(writer->Write(chunk));
+  std::string xml = JUnit(10000);
+  for (size_t at = 0; at < xml.size(); at += 100000) {
+    v1::TestReportChunk data;
+    data.set_data(xml.substr(at, 100000));
+    ASSERT_TRUE(writer->Write(data));
+  }
+  writer->WritesDone();
+  grpc::Status done = writer->Finish();
+  ASSERT_TRUE(done.ok()) << done.error_message();
+  EXPECT_EQ(uploaded.test_cases(), 10000);
+  EXPECT_EQ(uploaded.job_id(), out.job_id()) << "the report belongs to the job the calls reported";
 }
 
 }  // namespace

@@ -38,7 +38,7 @@ const std::set<std::string>& SuiteKeys() {
       "collector.providers_file", "collector.zombie_timeout", "collector.sweep_interval",
       "collector.allow_missing_relay_token", "collector.rate_per_repo", "collector.burst_per_repo",
       "collector.decision_timeout", "collector.history", "collector.batch_records", "collector.max_report_bytes",
-      "collector.max_uploads", "collector.report_batch_cases",
+      "collector.max_uploads", "collector.report_batch_cases", "collector.grpc_listen",
   };
   return kKeys;
 }

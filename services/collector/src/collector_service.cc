@@ -22,6 +22,7 @@
 #include "relay/base/log.h"
 #include "relay/base/status.h"
 #include "relay/collector/callback.h"
+#include "relay/collector/grpc_api.h"
 #include "relay/collector/jobs.h"
 #include "relay/collector/test_reports.h"
 #include "relay/github/webhook_signature.h"
@@ -112,6 +113,7 @@ class CollectorService final : public service::Service {
   }
 
   ~CollectorService() override {
+    if (grpc_) grpc_->Shutdown(std::chrono::milliseconds(0));
     Stop();
     reports_.reset();  // waits for uploads being produced
     decisions_.reset();
@@ -121,6 +123,7 @@ class CollectorService final : public service::Service {
 
   bool Drain(std::chrono::milliseconds budget) override {
     auto deadline = std::chrono::steady_clock::now() + budget;
+    if (grpc_) grpc_->Shutdown(budget / 2);  // calls in progress finish first
     Stop();
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     absl::Status flushed = producer_->Flush(std::max(left, 1000ms));
@@ -265,6 +268,21 @@ class CollectorService final : public service::Service {
       jwks_seen_ok_ = ok;
       jwks_seen_failed_ = failed;
     });
+
+    if (!s.grpc_listen.empty()) {
+      GrpcHandlers handlers;
+      handlers.callback = [this](http::Request&& r, http::Responder resp) { HandleCallback(std::move(r), std::move(resp)); };
+      handlers.report = [this](const http::RequestHeader& h) { return HandleReportHeader(h); };
+      handlers.timeout = s.decision_timeout + 20s;  // an upload's records may take longer than a decision
+      RELAY_ASSIGN_OR_RETURN(grpc_, GrpcApi::Start(s.grpc_listen, std::move(handlers)));
+      log::Info("gRPC listening", {{"listen", s.grpc_listen}, {"port", grpc_->port()}});
+      prometheus::BuildGauge()
+          .Name("relay_collector_grpc_port")
+          .Help("The port the gRPC API (relay.v1.CollectorApi) listens on")
+          .Register(metrics)
+          .Add({})
+          .Set(grpc_->port());
+    }
 
     kafka::BatchOptions batches;
     batches.max_records = s.batch_records;
@@ -792,6 +810,7 @@ class CollectorService final : public service::Service {
   std::unique_ptr<kafka::Follower> decisions_;
   std::unique_ptr<kafka::Follower> labels_;
   std::unique_ptr<ReportUploads> reports_;
+  std::unique_ptr<GrpcApi> grpc_;
   std::thread consumer_thread_;
   std::atomic<bool> stopping_{false};
 
@@ -846,6 +865,13 @@ absl::StatusOr<CollectorSettings> LoadSettings(Config& config, const service::Co
   s.reports.max_uploads = static_cast<int>(config.Int("collector.max_uploads", 4, 1, 256));
   s.reports.batch_cases = static_cast<size_t>(config.Int("collector.report_batch_cases", 2'000, 1, 100'000));
   s.reports.topic = s.topics.test_reports;
+  s.grpc_listen = config.String("collector.grpc_listen", "");
+  if (!s.grpc_listen.empty()) {
+    http::ServerOptions probe;
+    if (auto st = http::ParseListenAddress(s.grpc_listen, &probe); !st.ok()) {
+      config.Fail("collector.grpc_listen", std::string(st.message()));
+    }
+  }
   return s;
 }
 

@@ -67,6 +67,7 @@ struct CollectorSettings {
   std::chrono::milliseconds decision_timeout{10'000};
   size_t batch_records = 2'000;
   ReportSettings reports;  // test-report uploads (test_reports.h)
+  std::string grpc_listen;  // "host:port" of the gRPC API; "" leaves it off
 };
 
 absl::StatusOr<CollectorSettings> LoadSettings(Config& config, const service::CommonSettings& common);
