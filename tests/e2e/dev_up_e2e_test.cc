@@ -48,6 +48,7 @@ TEST(DevUpE2E, UpDrivesRealWebhooksIntoTheTopicStatusAndDown) {
   EXPECT_THAT(status, HasSubstr("DISPATCH_URL=http://127.0.0.1:"));
   EXPECT_THAT(status, HasSubstr("CALLBACK_URL=http://127.0.0.1:"));
   EXPECT_THAT(status, HasSubstr("TEST_REPORT_URL=http://127.0.0.1:"));
+  EXPECT_THAT(status, ::testing::ContainsRegex("COLLECTOR_GRPC=127.0.0.1:[1-9]"));
   EXPECT_THAT(status, HasSubstr("OIDC_JWKS_FILE="));
   auto pos = status.find("INTAKE_URL=http://127.0.0.1:");
   ASSERT_NE(pos, std::string::npos) << status;
