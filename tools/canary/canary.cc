@@ -29,6 +29,7 @@
 #include <thread>
 
 #include <boost/json.hpp>
+#include <boost/url.hpp>
 
 #include "relay/auth/jwt.h"
 #include "relay/auth/oidc.h"
@@ -40,6 +41,9 @@ namespace {
 namespace json = boost::json;
 namespace bhttp = boost::beast::http;
 using namespace std::chrono_literals;
+
+// A query-parameter value, percent-encoded.
+std::string QueryEncode(const std::string& in) { return boost::urls::encode(in, boost::urls::unreserved_chars); }
 
 [[noreturn]] void Die(const std::string& why) {
   std::cerr << "relay-canary: " << why << "\n";
@@ -85,6 +89,10 @@ class Canary {
     github_ = std::move(*gh);
     collector_ = std::move(*col);
     seen_ = std::stoul(f.count("skip-calls") ? f["skip-calls"] : "0");
+    // Token ids must never repeat across runs (the relay refuses a token
+    // that already carried a callback); the outcome mix stays seeded.
+    std::random_device rd;
+    run_id_ = std::to_string(rd()) + std::to_string(rd());
     cases_ = std::stoi(f.count("cases") ? f["cases"] : "3000");
   }
 
@@ -118,7 +126,7 @@ class Canary {
     int64_t now = NowS();
     json::object claims{{"iss", issuer_}, {"aud", audience_}, {"sub", "repo:" + repo + ":ref:refs/heads/main"},
                         {"repository", repo}, {"repository_id", std::to_string(std::hash<std::string>{}(repo) % 100000000)},
-                        {"jti", std::to_string(rng_()) + "-" + std::to_string(++minted_)},
+                        {"jti", run_id_ + "-" + std::to_string(++minted_)},
                         {"iat", now}, {"nbf", now}, {"exp", now + 300}};
     return *relay::auth::SignRs256(claims, key_, kid_);
   }
@@ -167,7 +175,7 @@ class Canary {
     if (token && token->is_string()) headers["X-Relay-Token"] = std::string(token->as_string());
     std::string delivery = payload.contains("delivery_id") ? std::string(payload.at("delivery_id").as_string()) : "";
     std::string target = "/github/test-report?delivery_id=" + delivery + "&run_id=" + run_id +
-                         "&run_attempt=" + std::to_string(attempt) + "&job_name=" + UrlEncode(job);
+                         "&run_attempt=" + std::to_string(attempt) + "&job_name=" + QueryEncode(job);
     auto r = collector_->Send(bhttp::verb::post, target, headers, xml);
     int got = r.ok() ? static_cast<int>(r->status) : 0;
     bool ignored = r.ok() && r->body.find("\"ignored\"") != std::string::npos;
@@ -181,19 +189,6 @@ class Canary {
     }
   }
 
-  static std::string UrlEncode(const std::string& in) {
-    std::string out;
-    for (unsigned char c : in) {
-      if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-        out += static_cast<char>(c);
-      } else {
-        char buf[4];
-        std::snprintf(buf, sizeof buf, "%%%02X", c);
-        out += buf;
-      }
-    }
-    return out;
-  }
 
   static json::object Workflow(const std::string& run_id, int attempt, const std::string& job, const std::string& status,
                                const std::string& conclusion) {
@@ -217,7 +212,7 @@ class Canary {
     for (int leg = 0; leg < legs; ++leg) {
       std::string job = "test (" + std::to_string(leg + 1) + ", " + std::to_string(legs) + ")";
       uint32_t roll = rng_() % 100;
-      std::string conclusion = roll < 80 ? "success" : roll < 93 ? "failure" : "cancelled";
+      std::string conclusion = roll < 80 ? "success" : roll < 91 ? "failure" : roll < 95 ? "cancelled" : "timed_out";
       if (rng_() % 13 == 0) Post(repo, payload, Workflow(run_id, 1, job, "completed", conclusion), 409, "completed before in_progress");
       Post(repo, payload, Workflow(run_id, 1, job, "in_progress", ""), 200, "in_progress");
       if (rng_() % 11 == 0) Post(repo, payload, Workflow(run_id, 1, job, "in_progress", ""), 409, "duplicate in_progress");
@@ -244,6 +239,7 @@ class Canary {
   std::unique_ptr<relay::http::Client> github_, collector_;
   size_t seen_ = 0;
   int cases_ = 3000;
+  std::string run_id_;
   int dispatches_ = 0;
   int64_t minted_ = 0;
   Tally tally_;

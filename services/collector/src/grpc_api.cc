@@ -7,6 +7,7 @@
 #include <optional>
 
 #include <boost/json.hpp>
+#include <boost/url.hpp>
 
 #include "relay/base/log.h"
 #include "relay/v1/collector_api.grpc.pb.h"
@@ -16,6 +17,9 @@ namespace {
 
 namespace json = boost::json;
 namespace bhttp = boost::beast::http;
+
+// A query-parameter value, percent-encoded.
+std::string QueryEncode(const std::string& in) { return boost::urls::encode(in, boost::urls::unreserved_chars); }
 
 // Where an HTTP handler's answer lands for a gRPC call waiting on it.
 class Answer final : public http::ResponseSink {
@@ -91,19 +95,6 @@ std::string CallbackJson(const v1::ReportJobRequest& req) {
   return json::serialize(body);
 }
 
-std::string Encode(const std::string& in) {
-  std::string out;
-  for (unsigned char c : in) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[4];
-      std::snprintf(buf, sizeof buf, "%%%02X", c);
-      out += buf;
-    }
-  }
-  return out;
-}
 
 class Service final : public v1::CollectorApi::Service {
  public:
@@ -135,10 +126,10 @@ class Service final : public v1::CollectorApi::Service {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message must be the report's header");
     }
     const v1::TestReportHeader& h = chunk.header();
-    std::string target = "/github/test-report?delivery_id=" + Encode(h.delivery_id()) + "&run_id=" +
-                         Encode(h.run_id()) + "&run_attempt=" + Encode(h.run_attempt()) +
-                         "&job_name=" + Encode(h.job_name());
-    if (!h.event_type().empty()) target += "&event_type=" + Encode(h.event_type());
+    std::string target = "/github/test-report?delivery_id=" + QueryEncode(h.delivery_id()) + "&run_id=" +
+                         QueryEncode(h.run_id()) + "&run_attempt=" + QueryEncode(h.run_attempt()) +
+                         "&job_name=" + QueryEncode(h.job_name());
+    if (!h.event_type().empty()) target += "&event_type=" + QueryEncode(h.event_type());
     http::RequestHeader header;
     header.method(bhttp::verb::post);
     header.target(target);
