@@ -612,7 +612,14 @@ TEST_F(CollectorIT, AMillionCaseReportIsIngestedWithFlatMemory) {
             << " MiB after" << std::endl;
   ::testing::Test::RecordProperty("peak_rss_kb_before", static_cast<int>(before));
   ::testing::Test::RecordProperty("peak_rss_kb_after", static_cast<int>(peak));
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan keeps freed memory in quarantine (256 MiB by default) and adds
+  // shadow memory: its RSS follows what was allocated, not what is live.
+  // The release suite makes this check.
+  std::cout << "(ASan build: the flat-memory check is made by the release suite)" << std::endl;
+#else
   EXPECT_LT(peak - before, 64 * 1024) << "memory grew with the report (" << report.size() / (1024 * 1024) << " MiB)";
+#endif
   int64_t cases = 0;
   for (const auto& b : Read<v1::TestReportBatch>("ci.test_reports", [&](const v1::TestReportBatch& b) {
          return b.delivery_id() == delivery && b.job_name() == "big";

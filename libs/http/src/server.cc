@@ -546,11 +546,11 @@ void Session::StartStream(const StreamHandler& handler) {
 }
 
 void Session::ReadStream() {
-  if (stream_parser_->is_done()) return OnStream({});
   auto& body = stream_parser_->get().body();
   body.data = chunk_.data();
-  body.size = chunk_.size();
+  body.size = chunk_.size();  // OnStream hands over only what this read filled
   body.more = true;
+  if (stream_parser_->is_done()) return OnStream({});  // an empty body: nothing to read
   stream_.expires_after(server_->options().body_timeout);
   bhttp::async_read(stream_, buffer_, *stream_parser_,
                     [self = shared_from_this()](beast::error_code e, size_t) { self->OnStream(e); });
@@ -738,6 +738,7 @@ unsigned StatusToHttp(const absl::Status& status) {
     case absl::StatusCode::kPermissionDenied: return 403;
     case absl::StatusCode::kNotFound: return 404;
     case absl::StatusCode::kResourceExhausted: return 413;
+    case absl::StatusCode::kDeadlineExceeded: return 408;
     case absl::StatusCode::kUnavailable: return 503;
     default: return 500;
   }

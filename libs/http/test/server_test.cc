@@ -151,6 +151,9 @@ TEST_F(ServerTest, AStreamedRouteTakesBodiesPastTheServerLimitPieceByPiece) {
   std::string chunked = "POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
                         "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
   EXPECT_THAT(RawExchange("127.0.0.1", server_->port(), chunked, 5s), HasSubstr("\r\n\r\n11"));
+  // An empty upload after a full one on the same connection is empty: the
+  // previous body's bytes must not be handed over again.
+  EXPECT_EQ(client.Post("/upload", {}, "").body, "0");
   // Refused on its header, before the body.
   EXPECT_EQ(HttpClient("127.0.0.1", server_->port()).Post("/upload?deny=1", {}, body).status, 401);
   // Failed mid-upload: the stream's status and reason.

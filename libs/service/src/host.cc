@@ -39,6 +39,7 @@ const std::set<std::string>& SuiteKeys() {
       "collector.allow_missing_relay_token", "collector.rate_per_repo", "collector.burst_per_repo",
       "collector.decision_timeout", "collector.history", "collector.batch_records", "collector.max_report_bytes",
       "collector.max_uploads", "collector.report_batch_cases", "collector.grpc_listen",
+      "collector.report_timeout",
   };
   return kKeys;
 }

@@ -126,7 +126,11 @@ absl::StatusOr<ParsedCallback> ParseCallback(std::string_view body) {
     if (!p->is_object()) return Bad("payload must be an object");
     FromPayload(p->as_object(), r);
   }
-  if (out.self_report) r.set_head_sha(*delivery);
+  if (out.self_report) {
+    // One commit, one spelling: the sha is the job's delivery id.
+    r.set_delivery_id(absl::AsciiStrToLower(*delivery));
+    r.set_head_sha(r.delivery_id());
+  }
 
   const json::object* w = Obj(o, "workflow");
   if (!w) return Bad("workflow is required (an object)");

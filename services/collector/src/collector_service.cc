@@ -218,6 +218,7 @@ class CollectorService final : public service::Service {
     fo.from_beginning = true;
     fo.max_fetch_wait = 100ms;
     RELAY_ASSIGN_OR_RETURN(labels_, kafka::NewKafkaFollower(fo, [this](const kafka::ConsumedRecord& r) { OnLabels(r); }));
+    labels_follower_ = labels_.get();
 
     kafka::ConsumerOptions co;
     co.bootstrap = s.kafka.bootstrap;
@@ -243,32 +244,8 @@ class CollectorService final : public service::Service {
         bhttp::verb::post, "/github/test-report",
         [this](const http::RequestHeader& h) { return HandleReportHeader(h); },
         static_cast<uint64_t>(s.reports.max_report_bytes));
-    runtime.AddReadinessCheck("kafka", [p = producer_.get()] {
-      return p->Connected() ? absl::OkStatus() : absl::UnavailableError("no broker connection");
-    });
-    runtime.AddReadinessCheck("consumer", [c = consumer_.get()] { return c->Health(); });
-    runtime.AddReadinessCheck("decisions", [this] {
-      RELAY_RETURN_IF_ERROR(decisions_->Health());
-      return decisions_->CaughtUp() ? absl::OkStatus() : absl::UnavailableError("not yet following " + settings_.topics.decisions);
-    });
-    runtime.AddReadinessCheck("labels", [this] {
-      RELAY_RETURN_IF_ERROR(labels_->Health());
-      return labels_->CaughtUp() ? absl::OkStatus() : absl::UnavailableError("still reading " + settings_.topics.labels);
-    });
-    runtime.Every(s.allowlist_reload, [this] { (void)allowlist_->Refresh(); });
-    runtime.Every(200ms, [this] { ExpireWaiters(); });
-    runtime.Every(500ms, [this] {
-      if (labels_->CaughtUp()) labels_live_ = true;
-    });
-    runtime.Every(s.sweep_interval, [this] { Sweep(); });
-    runtime.Every(1s, [this] {
-      int64_t ok = oidc_->refreshes(), failed = oidc_->refresh_failures();
-      jwks_.Add({{"result", "ok"}}).Increment(static_cast<double>(ok - jwks_seen_ok_));
-      jwks_.Add({{"result", "failed"}}).Increment(static_cast<double>(failed - jwks_seen_failed_));
-      jwks_seen_ok_ = ok;
-      jwks_seen_failed_ = failed;
-    });
-
+    // Whatever can fail goes before the periodic tasks, which start at once
+    // and capture this service.
     if (!s.grpc_listen.empty()) {
       GrpcHandlers handlers;
       handlers.callback = [this](http::Request&& r, http::Responder resp) { HandleCallback(std::move(r), std::move(resp)); };
@@ -283,6 +260,29 @@ class CollectorService final : public service::Service {
           .Add({})
           .Set(grpc_->port());
     }
+
+    runtime.AddReadinessCheck("kafka", [p = producer_.get()] {
+      return p->Connected() ? absl::OkStatus() : absl::UnavailableError("no broker connection");
+    });
+    runtime.AddReadinessCheck("consumer", [c = consumer_.get()] { return c->Health(); });
+    runtime.AddReadinessCheck("decisions", [this] {
+      RELAY_RETURN_IF_ERROR(decisions_->Health());
+      return decisions_->CaughtUp() ? absl::OkStatus() : absl::UnavailableError("not yet following " + settings_.topics.decisions);
+    });
+    runtime.AddReadinessCheck("labels", [this] {
+      RELAY_RETURN_IF_ERROR(labels_->Health());
+      return labels_->CaughtUp() ? absl::OkStatus() : absl::UnavailableError("still reading " + settings_.topics.labels);
+    });
+    runtime.Every(s.allowlist_reload, [this] { (void)allowlist_->Refresh(); });
+    runtime.Every(200ms, [this] { ExpireWaiters(); });
+    runtime.Every(s.sweep_interval, [this] { Sweep(); });
+    runtime.Every(1s, [this] {
+      int64_t ok = oidc_->refreshes(), failed = oidc_->refresh_failures();
+      jwks_.Add({{"result", "ok"}}).Increment(static_cast<double>(ok - jwks_seen_ok_));
+      jwks_.Add({{"result", "failed"}}).Increment(static_cast<double>(failed - jwks_seen_failed_));
+      jwks_seen_ok_ = ok;
+      jwks_seen_failed_ = failed;
+    });
 
     kafka::BatchOptions batches;
     batches.max_records = s.batch_records;
@@ -567,7 +567,11 @@ class CollectorService final : public service::Service {
     // still raises the check runs of the PR's jobs this instance owns.
     // Only once the labels read at start are behind us: at start, the jobs
     // got their check runs when they were decided.
-    if (!labels_live_.load()) return;
+    if (!labels_live_.load()) {
+      kafka::Follower* f = labels_follower_.load();
+      if (!f || !f->CaughtUp()) return;
+      labels_live_ = true;
+    }
     std::vector<std::shared_ptr<Partition>> parts;
     {
       std::lock_guard lock(parts_mu_);
@@ -657,6 +661,9 @@ class CollectorService final : public service::Service {
   }
 
   absl::Status HandleBatch(kafka::Batch& batch) {
+    // L3 check runs depend on the PR's labels: decide nothing before the
+    // labels present at start are read (the batch comes again shortly).
+    if (!labels_->CaughtUp()) return absl::UnavailableError("still reading " + settings_.topics.labels);
     std::vector<kafka::Record> effects;
     std::vector<kafka::Record> answers;       // for callers waiting at other instances
     std::vector<v1::CallbackDecision> local;  // for callers waiting here
@@ -766,7 +773,13 @@ class CollectorService final : public service::Service {
       for (auto& [p, part] : parts_) {
         std::lock_guard plock(part->mu);
         part->jobs.Prune(now_ms - settings_.history.count(), now_ms / 1000);
-        for (const std::string& id : part->jobs.InProgressSince(now_ms - settings_.zombie_timeout.count())) {
+        std::vector<std::string> zombies = part->jobs.InProgressSince(now_ms - settings_.zombie_timeout.count());
+        // Asked-for jobs that are no longer zombies (timed out, completed, pruned).
+        std::set<std::string> still(zombies.begin(), zombies.end());
+        for (auto it = part->sweep_asked.begin(); it != part->sweep_asked.end();) {
+          it = still.count(it->first) ? std::next(it) : part->sweep_asked.erase(it);
+        }
+        for (const std::string& id : zombies) {
           auto asked = part->sweep_asked.find(id);
           if (asked != part->sweep_asked.end() && now - asked->second < 10min) continue;
           part->sweep_asked[id] = now;
@@ -818,6 +831,7 @@ class CollectorService final : public service::Service {
   std::unordered_map<std::string, Waiter> waiters_;  // request id -> the caller waiting for its decision
 
   std::atomic<bool> labels_live_{false};  // the labels present at start are read
+  std::atomic<kafka::Follower*> labels_follower_{nullptr};  // labels_, for its own callbacks
   std::mutex labels_mu_;
   std::unordered_map<std::string, std::set<std::string>> pr_devices_;  // "upstream#pr" -> devices
 
@@ -864,6 +878,7 @@ absl::StatusOr<CollectorSettings> LoadSettings(Config& config, const service::Co
   s.reports.max_report_bytes = config.Bytes("collector.max_report_bytes", 512LL << 20, 1 << 10, 8LL << 30);
   s.reports.max_uploads = static_cast<int>(config.Int("collector.max_uploads", 4, 1, 256));
   s.reports.batch_cases = static_cast<size_t>(config.Int("collector.report_batch_cases", 2'000, 1, 100'000));
+  s.reports.upload_timeout = config.Duration("collector.report_timeout", 10min, 10s, 24h);
   s.reports.topic = s.topics.test_reports;
   s.grpc_listen = config.String("collector.grpc_listen", "");
   if (!s.grpc_listen.empty()) {

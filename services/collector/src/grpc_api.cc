@@ -204,6 +204,7 @@ int GrpcCodeForHttp(unsigned status) {
     case 401: return grpc::StatusCode::UNAUTHENTICATED;
     case 403: return grpc::StatusCode::PERMISSION_DENIED;
     case 404: return grpc::StatusCode::NOT_FOUND;
+    case 408: return grpc::StatusCode::DEADLINE_EXCEEDED;
     case 409: return grpc::StatusCode::FAILED_PRECONDITION;
     case 413: case 429: return grpc::StatusCode::RESOURCE_EXHAUSTED;
     case 503: return grpc::StatusCode::UNAVAILABLE;

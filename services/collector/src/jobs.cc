@@ -9,6 +9,7 @@ namespace {
 
 constexpr char kInProgress[] = "in_progress";
 constexpr char kCompleted[] = "completed";
+constexpr int64_t kTokenGraceSeconds = 300;
 
 std::string Lower(std::string_view s) { return absl::AsciiStrToLower(std::string(s)); }
 
@@ -36,7 +37,10 @@ void Jobs::AddDispatch(const v1::DispatchRecord& d) {
   fact.set_head_sha(d.head_sha());
   fact.set_event(d.event());
   std::string repo = Lower(d.downstream_repo());
-  if (!d.head_sha().empty()) shas_.try_emplace({repo, Lower(d.head_sha())}, d.upstream_repo());
+  if (!d.head_sha().empty()) {
+    auto [it, fresh] = shas_.try_emplace({repo, Lower(d.head_sha())}, SeenSha{d.upstream_repo(), d.dispatched_at_unix_ms()});
+    if (!fresh) it->second.at_ms = std::max(it->second.at_ms, d.dispatched_at_unix_ms());
+  }
   // A dispatch made again after a restart keeps its first time.
   dispatches_.try_emplace({repo, d.delivery_id()}, std::move(fact));
 }
@@ -271,7 +275,7 @@ Decision Jobs::Apply(const v1::CallbackRequest& req, int64_t now_ms, const Label
     v1::JobState job = NewJob(id, req, kCompleted);
     job.set_conclusion(wf.conclusion());
     job.set_dispatched_at_source("none");
-    job.set_upstream_repo(seen->second);
+    job.set_upstream_repo(seen->second.upstream_repo);
     job.set_head_sha(Lower(req.delivery_id()));
     job.set_event(req.event_type());
     job.set_completed_at_unix_ms(req.received_at_unix_ms());
@@ -322,8 +326,13 @@ void Jobs::Prune(int64_t cutoff_ms, int64_t now_unix) {
   for (auto it = dispatches_.begin(); it != dispatches_.end();) {
     it = it->second.dispatched_at_unix_ms() < cutoff_ms ? dispatches_.erase(it) : std::next(it);
   }
+  for (auto it = shas_.begin(); it != shas_.end();) {
+    it = it->second.at_ms < cutoff_ms ? shas_.erase(it) : std::next(it);
+  }
+  // A token verifies until its exp plus the verifier's skew (60 s); keep
+  // it well past that, instances' clocks may differ a little.
   for (auto it = tokens_.begin(); it != tokens_.end();) {
-    it = it->second.expires_at < now_unix ? tokens_.erase(it) : std::next(it);
+    it = it->second.expires_at + kTokenGraceSeconds < now_unix ? tokens_.erase(it) : std::next(it);
   }
   // Jobs leave with the same history (collector.state's retention is
   // as long): a late duplicate within it is still refused.

@@ -22,7 +22,9 @@ namespace relay::collector {
 namespace {
 
 // JSON reports are parsed whole (junit.h): they are capped lower than XML.
-constexpr int64_t kMaxJsonReportBytes = 64LL << 20;
+// (A Boost.JSON tree takes several times its text: 16 MiB of JSON is
+// already ~100 MiB in memory.)
+constexpr int64_t kMaxJsonReportBytes = 16LL << 20;
 constexpr size_t kMaxBatchBytes = 768 * 1024;
 
 // An unlinked file in $TMPDIR (or /tmp): gone when closed, whatever happens.
@@ -44,7 +46,8 @@ std::string HexDigest(const unsigned char* d, size_t n) {
 class ReportUploads::Upload final : public http::BodyStream, public std::enable_shared_from_this<Upload> {
  public:
   Upload(ReportUploads* owner, ReportTarget target, FILE* spool)
-      : owner_(owner), target_(std::move(target)), spool_(spool) {
+      : owner_(owner), shared_(owner->shared_), settings_(owner->settings_), target_(std::move(target)),
+        spool_(spool), started_(std::chrono::steady_clock::now()) {
     v1::CallbackRequest id;
     id.set_delivery_id(target_.delivery_id);
     id.set_repo(target_.repo);
@@ -60,13 +63,22 @@ class ReportUploads::Upload final : public http::BodyStream, public std::enable_
       gzip_ok_ = inflateInit2(&zs_, 16 + MAX_WBITS) == Z_OK;  // 16: gzip framing
     }
   }
+  // May run after the owner is gone (a session still held an upload that
+  // never ended): touches only what it owns and the shared counters.
   ~Upload() override {
     if (target_.gzip && gzip_ok_) inflateEnd(&zs_);
     if (spool_) std::fclose(spool_);
-    owner_->Done();
+    std::lock_guard lock(shared_->mu);
+    --shared_->active;
+    shared_->cv.notify_all();
   }
 
   absl::Status OnData(std::string_view data) override {
+    if (std::chrono::steady_clock::now() - started_ > settings_.upload_timeout) {
+      // A client trickling a byte now and then must not hold an upload slot.
+      return absl::DeadlineExceededError("the upload took longer than " +
+                                         std::to_string(settings_.upload_timeout.count() / 1000) + " s");
+    }
     EVP_DigestUpdate(sha_.get(), data.data(), data.size());
     if (!target_.gzip) return Parse(data);
     if (!gzip_ok_) return absl::InternalError("gzip: cannot initialise zlib");
@@ -88,7 +100,30 @@ class ReportUploads::Upload final : public http::BodyStream, public std::enable_
     return absl::OkStatus();
   }
 
+  // The rest of the work (a JSON report's whole parse, the spool, Kafka)
+  // is not for the I/O thread: the upload's own thread does it, while the
+  // owner exists (it waits for producing uploads; once it is closing, an
+  // upload that ends is answered 503).
   void OnEnd(http::Responder responder) override {
+    {
+      std::lock_guard lock(shared_->mu);
+      if (shared_->closed) {
+        auto r = http::MakeResponse(503, R"({"error":"the collector is shutting down; upload again"})");
+        r.set(boost::beast::http::field::retry_after, "5");
+        responder.Send(std::move(r));
+        return;
+      }
+      ++shared_->producing;
+    }
+    std::thread([self = shared_from_this(), responder = std::move(responder)]() mutable {
+      self->Finish(std::move(responder));
+      std::lock_guard lock(self->shared_->mu);
+      --self->shared_->producing;
+      self->shared_->cv.notify_all();
+    }).detach();
+  }
+
+  void Finish(http::Responder responder) {
     absl::Status st = target_.gzip && !gzip_ended_ ? absl::InvalidArgumentError("gzip: the report ends early")
                                                    : parser_->Finish();
     // The last partial batch; an empty report still makes one (empty)
@@ -107,7 +142,7 @@ class ReportUploads::Upload final : public http::BodyStream, public std::enable_
     unsigned int digest_len = 0;
     EVP_DigestFinal_ex(sha_.get(), digest, &digest_len);
     upload_id_ = github::RequestId({"test_report", job_id_, HexDigest(digest, digest_len)});
-    owner_->Produce(shared_from_this(), std::move(responder));
+    ProduceAll(std::move(responder));
   }
 
   // Reads the spool back and produces it, a window of batches at a time.
@@ -120,7 +155,7 @@ class ReportUploads::Upload final : public http::BodyStream, public std::enable_
       absl::Status first = absl::OkStatus();
     };
     auto window = std::make_shared<Window>();
-    const ReportSettings& s = owner_->settings_;
+    const ReportSettings& s = settings_;
     int64_t now = owner_->clock_->UnixMillis();
     absl::Status st;
     for (int32_t seq = 0; seq < batches_ && st.ok(); ++seq) {
@@ -198,8 +233,7 @@ class ReportUploads::Upload final : public http::BodyStream, public std::enable_
 
   absl::Status Parse(std::string_view data) {
     parsed_bytes_ += static_cast<int64_t>(data.size());
-    int64_t cap = target_.json ? std::min(kMaxJsonReportBytes, owner_->settings_.max_report_bytes)
-                               : owner_->settings_.max_report_bytes;
+    int64_t cap = target_.json ? std::min(kMaxJsonReportBytes, settings_.max_report_bytes) : settings_.max_report_bytes;
     if (parsed_bytes_ > cap) {
       return absl::ResourceExhaustedError("the report is larger than " + std::to_string(cap) + " bytes" +
                                           (target_.gzip ? " decompressed" : ""));
@@ -226,7 +260,7 @@ class ReportUploads::Upload final : public http::BodyStream, public std::enable_
   absl::Status WriteBatch(bool force) {
     // Full by count, or by size: a record stays under the broker's default
     // message.max.bytes (1 MiB) whatever the messages hold.
-    if (!force && static_cast<size_t>(batch_.cases_size()) < owner_->settings_.batch_cases &&
+    if (!force && static_cast<size_t>(batch_.cases_size()) < settings_.batch_cases &&
         batch_bytes_ < kMaxBatchBytes) {
       return absl::OkStatus();
     }
@@ -242,7 +276,9 @@ class ReportUploads::Upload final : public http::BodyStream, public std::enable_
   }
 
  private:
-  ReportUploads* owner_;
+  ReportUploads* owner_;  // only while producing (the owner waits for that)
+  std::shared_ptr<Shared> shared_;
+  const ReportSettings settings_;
   ReportTarget target_;
   FILE* spool_;
   std::string job_id_, upload_id_;
@@ -255,6 +291,7 @@ class ReportUploads::Upload final : public http::BodyStream, public std::enable_
   int64_t cases_ = 0;
   int64_t parsed_bytes_ = 0;
   size_t batch_bytes_ = 0;  // approximate serialized size of batch_
+  std::chrono::steady_clock::time_point started_;
 };
 
 ReportUploads::ReportUploads(ReportSettings settings, kafka::Producer* producer, const Clock* clock,
@@ -275,38 +312,27 @@ ReportUploads::ReportUploads(ReportSettings settings, kafka::Producer* producer,
 }
 
 ReportUploads::~ReportUploads() {
-  std::unique_lock lock(mu_);
-  cv_.wait(lock, [this] { return active_ == 0; });
+  std::unique_lock lock(shared_->mu);
+  shared_->closed = true;
+  shared_->cv.wait(lock, [this] { return shared_->producing == 0; });
 }
 
 absl::StatusOr<std::shared_ptr<http::BodyStream>> ReportUploads::Begin(ReportTarget target) {
   {
-    std::lock_guard lock(mu_);
-    if (active_ >= settings_.max_uploads) {
+    std::lock_guard lock(shared_->mu);
+    if (shared_->closed || shared_->active >= settings_.max_uploads) {
       reports_.Add({{"outcome", "busy"}}).Increment();
       return absl::UnavailableError("too many test reports being uploaded; retry");
     }
-    ++active_;
+    ++shared_->active;
   }
   FILE* spool = NewSpool();
   if (!spool) {
-    Done();
+    std::lock_guard lock(shared_->mu);
+    --shared_->active;
     return absl::InternalError("test report spool: cannot create a temporary file");
   }
   return std::shared_ptr<http::BodyStream>(std::make_shared<Upload>(this, std::move(target), spool));
-}
-
-void ReportUploads::Produce(std::shared_ptr<Upload> upload, http::Responder responder) {
-  // Its own thread: it waits for acks, which the I/O thread must not.
-  std::thread([upload = std::move(upload), responder = std::move(responder)]() mutable {
-    upload->ProduceAll(std::move(responder));
-  }).detach();
-}
-
-void ReportUploads::Done() {
-  std::lock_guard lock(mu_);
-  --active_;
-  cv_.notify_all();
 }
 
 }  // namespace relay::collector

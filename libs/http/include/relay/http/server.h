@@ -95,7 +95,8 @@ using StreamHandlerFunction =
     std::function<const StreamHandler*(boost::beast::http::verb, std::string_view target)>;
 
 // HTTP status for a stream's refusal: InvalidArgument 400, Unauthenticated
-// 401, PermissionDenied 403, ResourceExhausted 413, Unavailable 503, else 500.
+// 401, PermissionDenied 403, NotFound 404, DeadlineExceeded 408,
+// ResourceExhausted 413, Unavailable 503, else 500.
 unsigned StatusToHttp(const absl::Status& status);
 // The body limit for a request, from its method and target (the router's
 // per-route limits); never above ServerOptions::body_limit.

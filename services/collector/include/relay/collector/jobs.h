@@ -73,7 +73,11 @@ class Jobs {
 
   std::map<std::string, v1::JobState> jobs_;                          // job id ->
   std::map<std::pair<std::string, std::string>, v1::DispatchFact> dispatches_;  // (repo lower, delivery) ->
-  std::map<std::pair<std::string, std::string>, std::string> shas_;  // (repo lower, upstream sha) -> upstream repo
+  struct SeenSha {
+    std::string upstream_repo;
+    int64_t at_ms = 0;  // latest dispatch of it
+  };
+  std::map<std::pair<std::string, std::string>, SeenSha> shas_;  // (repo lower, upstream sha) dispatched
   std::map<std::string, UsedToken> tokens_;                           // token id -> the callback it carried
 };
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -28,6 +29,9 @@ struct ReportSettings {
   size_t batch_cases = 2000;               // test cases per record
   size_t batches_in_flight = 8;            // records awaiting their ack, per upload
   int max_uploads = 4;                     // at once; more get 503 + Retry-After
+  // An upload taking longer gets 408 (a client trickling bytes must not
+  // hold a slot; the body timeout alone restarts with every read).
+  std::chrono::milliseconds upload_timeout{10 * 60 * 1000};
 };
 
 // Which job a report belongs to, established by the caller (OIDC identity,
@@ -45,7 +49,8 @@ struct ReportTarget {
 class ReportUploads {
  public:
   ReportUploads(ReportSettings settings, kafka::Producer* producer, const Clock* clock, prometheus::Registry* metrics);
-  // Waits for uploads being produced (their callers are answered).
+  // Waits for uploads being produced (their callers are answered). Uploads
+  // still being received outlive it safely and are answered 503 when they end.
   ~ReportUploads();
 
   // A stream taking one upload's body, or Unavailable when max_uploads are
@@ -55,15 +60,19 @@ class ReportUploads {
  private:
   class Upload;
   friend class Upload;
-  void Produce(std::shared_ptr<Upload> upload, http::Responder responder);
-  void Done();
+  // What uploads share with their owner, and keep when it is gone.
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool closed = false;  // the owner is being destroyed
+    int active = 0;       // uploads begun and not yet released
+    int producing = 0;    // uploads past their body, being parsed out and produced
+  };
 
   ReportSettings settings_;
   kafka::Producer* producer_;
   const Clock* clock_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int active_ = 0;  // uploads begun and not yet answered
+  std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
   prometheus::Family<prometheus::Counter>& reports_;
   prometheus::Counter& cases_;
 };
