@@ -179,20 +179,37 @@ absl::Status OidcVerifier::Prefetch() {
   return first;
 }
 
+absl::Status OidcVerifier::RefreshStale() {
+  absl::Status first;
+  for (size_t i = 0; i < issuers_.size(); ++i) {
+    absl::Status s = Refresh(i, false);
+    if (!s.ok() && first.ok()) first = s;
+  }
+  return first;
+}
+
 absl::Status OidcVerifier::Refresh(size_t i, bool force) {
   Keys& k = *keys_[i];
+  // Whether a fetch is due; under k.mu (shared).
+  auto due = [&](std::chrono::steady_clock::time_point now) {
+    bool stale = !k.loaded || now - k.fetched_at >= options_.jwks_max_age;
+    if (!stale && !force) return false;
+    // At most one attempt per interval, whatever asks (a kid nobody has
+    // must not make every request fetch).
+    return k.last_attempt == std::chrono::steady_clock::time_point{} ||
+           now - k.last_attempt >= options_.refetch_interval;
+  };
+  {
+    // The common case, no fetch due, takes no exclusive lock: verifying
+    // threads do not queue behind one another.
+    std::shared_lock lock(k.mu);
+    if (!due(clock_->Now())) return absl::OkStatus();
+  }
   std::lock_guard fetch_lock(k.fetch_mu);
   auto now = clock_->Now();
   {
     std::shared_lock lock(k.mu);
-    bool stale = !k.loaded || now - k.fetched_at >= options_.jwks_max_age;
-    if (!stale && !force) return absl::OkStatus();
-    // At most one attempt per interval, whatever asks (a kid nobody has
-    // must not make every request fetch).
-    if (k.last_attempt != std::chrono::steady_clock::time_point{} &&
-        now - k.last_attempt < options_.refetch_interval) {
-      return absl::OkStatus();
-    }
+    if (!due(now)) return absl::OkStatus();  // another thread just fetched
   }
   {
     std::unique_lock lock(k.mu);
@@ -212,6 +229,11 @@ absl::Status OidcVerifier::Refresh(size_t i, bool force) {
   k.fetched_at = now;
   k.loaded = true;
   return absl::OkStatus();
+}
+
+bool OidcVerifier::Loaded(size_t i) {
+  std::shared_lock lock(keys_[i]->mu);
+  return keys_[i]->loaded;
 }
 
 std::optional<RsaKey> OidcVerifier::Find(size_t i, const std::string& kid) {
@@ -254,7 +276,9 @@ absl::StatusOr<OidcIdentity> OidcVerifier::Verify(std::string_view token) {
   // refused before they can cost a JWKS fetch.
   if (ClaimString(*header, "alg") != "RS256") return absl::UnauthenticatedError("JWT alg must be RS256");
   std::string kid = ClaimString(*header, "kid");
-  (void)Refresh(i, false);  // first use, or the cache is old
+  // First use only: an old but loaded JWKS is refreshed by RefreshStale
+  // (a periodic task), never on a request's thread.
+  if (!Loaded(i)) (void)Refresh(i, false);
   std::optional<RsaKey> key = Find(i, kid);
   if (!key) {
     (void)Refresh(i, true);  // keys rotate: one look at the current set

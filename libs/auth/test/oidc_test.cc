@@ -160,6 +160,19 @@ TEST_F(OidcTest, AnUnknownKidRefetchesAtMostOncePerInterval) {
   EXPECT_EQ(v->refreshes(), 2);
 }
 
+TEST_F(OidcTest, AnOldJwksIsRefreshedByThePeriodicTaskNotByRequests) {
+  auto v = Verifier();
+  ASSERT_TRUE(v->Verify(Mint(Claims(), key_)).ok());
+  ASSERT_EQ(fetches_, 1);
+  clock_.Advance(2h);  // past jwks_max_age
+  ASSERT_TRUE(v->Verify(Mint(Claims(), key_)).ok()) << "the old keys still verify";
+  EXPECT_EQ(fetches_, 1) << "a request never waits for a routine refresh";
+  ASSERT_TRUE(v->RefreshStale().ok());
+  EXPECT_EQ(fetches_, 2);
+  ASSERT_TRUE(v->RefreshStale().ok());
+  EXPECT_EQ(fetches_, 2) << "fresh again: nothing to do";
+}
+
 TEST_F(OidcTest, BuildkitePipelinesMapToRepositoriesWithRequiredClaims) {
   std::string dir = ::testing::TempDir();
   std::string jwks_file = dir + "/buildkite-jwks.json";

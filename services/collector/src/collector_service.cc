@@ -274,6 +274,10 @@ class CollectorService final : public service::Service {
       return labels_->CaughtUp() ? absl::OkStatus() : absl::UnavailableError("still reading " + settings_.topics.labels);
     });
     runtime.Every(s.allowlist_reload, [this] { (void)allowlist_->Refresh(); });
+    // JWKS older than an hour are refreshed here, off the request threads.
+    runtime.Every(60s, [this] {
+      if (auto st = oidc_->RefreshStale(); !st.ok()) log::Warn("JWKS refresh failed", {{"error", std::string(st.message())}});
+    });
     runtime.Every(200ms, [this] { ExpireWaiters(); });
     runtime.Every(s.sweep_interval, [this] { Sweep(); });
     runtime.Every(1s, [this] {

@@ -85,6 +85,12 @@ class OidcVerifier {
                                                            const Clock* clock, Fetch fetch = {});
   // Loads every issuer's JWKS; the first failure, after trying all.
   absl::Status Prefetch();
+  // Refetches (URL) or re-reads (file) every JWKS older than jwks_max_age.
+  // Call it periodically: Verify fetches only when an issuer has no keys
+  // yet or a token names an unknown kid (at most once per
+  // refetch_interval), so a request thread never waits for a routine
+  // refresh.
+  absl::Status RefreshStale();
 
   // Unauthenticated with the reason (safe to show the caller: it never
   // contains the token).
@@ -108,6 +114,7 @@ class OidcVerifier {
   // the attempt, OK when no attempt was due.
   absl::Status Refresh(size_t issuer, bool force);
   std::optional<RsaKey> Find(size_t issuer, const std::string& kid);
+  bool Loaded(size_t issuer);
 
   std::vector<OidcIssuer> issuers_;
   OidcOptions options_;
