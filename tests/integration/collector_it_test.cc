@@ -129,6 +129,23 @@ class CollectorStack {
     }
     return 0;
   }
+  // Most tests' start: one L2 repo, collector #1, and one dispatch to the
+  // repo (its delivery and relay token). port is 0 when it did not start.
+  struct OneDispatch {
+    std::string repo;
+    uint16_t port = 0;
+    std::string delivery, token;
+  };
+  OneDispatch StartWithOneDispatch(const std::string& name, std::map<std::string, std::string> env = {}) {
+    OneDispatch d;
+    d.repo = Repo(name);
+    SetAllowlist("L2: [" + d.repo + "]\n");
+    d.port = Start(1, std::move(env));
+    d.delivery = "d-" + Unique();
+    d.token = Dispatch(d.repo, d.delivery, 2, NowS() * 1000);
+    return d;
+  }
+
   Subprocess& proc(int n) { return *procs_.at(n); }
   std::string Log(int n) { return ReadFile(dir_ + "/collector" + std::to_string(n) + ".log"); }
 
@@ -390,12 +407,8 @@ TEST_F(CollectorIT, EveryRefusalRuleAnswersItsStatus) {
 
 TEST_F(CollectorIT, ABurstOfAHundredMatrixLegsIsAccepted) {
   CollectorStack s("burst");
-  std::string repo = s.Repo("matrix");
-  s.SetAllowlist("L2: [" + repo + "]\n");
-  uint16_t port = s.Start(1);
+  auto [repo, port, delivery, token] = s.StartWithOneDispatch("matrix");
   ASSERT_NE(port, 0) << s.Log(1);
-  std::string delivery = "d-" + Unique();
-  std::string token = s.Dispatch(repo, delivery, 2, NowS() * 1000);
   std::vector<std::string> oidc;
   for (int i = 0; i < 100; ++i) oidc.push_back(s.Oidc(repo));
   std::atomic<int> ok{0};
@@ -415,12 +428,8 @@ TEST_F(CollectorIT, ABurstOfAHundredMatrixLegsIsAccepted) {
 
 TEST_F(CollectorIT, ARestartedCollectorKeepsTheStateMachine) {
   CollectorStack s("restart");
-  std::string repo = s.Repo("be");
-  s.SetAllowlist("L2: [" + repo + "]\n");
-  uint16_t port = s.Start(1);
+  auto [repo, port, delivery, token] = s.StartWithOneDispatch("be");
   ASSERT_NE(port, 0) << s.Log(1);
-  std::string delivery = "d-" + Unique();
-  std::string token = s.Dispatch(repo, delivery, 2, NowS() * 1000);
   std::string oidc = s.Oidc(repo);
   std::string started = Body(delivery, token, "in_progress", "job");
   ASSERT_EQ(Post(port, oidc, started).status, 200);
@@ -464,12 +473,8 @@ TEST_F(CollectorIT, TwoInstancesRacingOnOneJobNeverAcceptADuplicateCompleted) {
 
 TEST_F(CollectorIT, TheSweeperTimesAZombieOutOnce) {
   CollectorStack s("sweep");
-  std::string repo = s.Repo("be");
-  s.SetAllowlist("L2: [" + repo + "]\n");
-  uint16_t port = s.Start(1, {{"RELAY_COLLECTOR_ZOMBIE_TIMEOUT", "2s"}, {"RELAY_COLLECTOR_SWEEP_INTERVAL", "300ms"}});
+  auto [repo, port, delivery, token] = s.StartWithOneDispatch("be", {{"RELAY_COLLECTOR_ZOMBIE_TIMEOUT", "2s"}, {"RELAY_COLLECTOR_SWEEP_INTERVAL", "300ms"}});
   ASSERT_NE(port, 0) << s.Log(1);
-  std::string delivery = "d-" + Unique();
-  std::string token = s.Dispatch(repo, delivery, 2, NowS() * 1000);
   ASSERT_EQ(Post(port, s.Oidc(repo), Body(delivery, token, "in_progress", "stuck")).status, 200);
   auto deadline = std::chrono::steady_clock::now() + 30s;
   while (Metric(port, "relay_collector_sweeps_total{result=\"timed_out\"}") < 1 && std::chrono::steady_clock::now() < deadline) {
@@ -544,12 +549,8 @@ long RssKb(pid_t pid, const char* field) {
 
 TEST_F(CollectorIT, TestReportsAreStreamedInAndProducedOnlyWhenWhole) {
   CollectorStack s("reports");
-  std::string repo = s.Repo("be");
-  s.SetAllowlist("L2: [" + repo + "]\n");
-  uint16_t port = s.Start(1);
+  auto [repo, port, delivery, token] = s.StartWithOneDispatch("be");
   ASSERT_NE(port, 0) << s.Log(1);
-  std::string delivery = "d-" + Unique();
-  std::string token = s.Dispatch(repo, delivery, 2, NowS() * 1000);
   std::string query = "delivery_id=" + delivery + "&run_id=42&run_attempt=1&job_name=test%20(1,%202)";
 
   auto ok = Upload(port, s.Oidc(repo), token, query, JUnit(5000));
@@ -589,12 +590,8 @@ TEST_F(CollectorIT, TestReportsAreStreamedInAndProducedOnlyWhenWhole) {
 
 TEST_F(CollectorIT, AMillionCaseReportIsIngestedWithFlatMemory) {
   CollectorStack s("million");
-  std::string repo = s.Repo("be");
-  s.SetAllowlist("L2: [" + repo + "]\n");
-  uint16_t port = s.Start(1);
+  auto [repo, port, delivery, token] = s.StartWithOneDispatch("be");
   ASSERT_NE(port, 0) << s.Log(1);
-  std::string delivery = "d-" + Unique();
-  std::string token = s.Dispatch(repo, delivery, 2, NowS() * 1000);
   // Warm: the producer's connections and buffers, so what follows is the
   // report's own cost.
   ASSERT_EQ(Upload(port, s.Oidc(repo), token, "delivery_id=" + delivery + "&run_id=1&run_attempt=1&job_name=warm",
@@ -631,16 +628,13 @@ TEST_F(CollectorIT, AMillionCaseReportIsIngestedWithFlatMemory) {
 
 TEST_F(CollectorIT, TheGrpcApiDecidesAsTheHttpRoutesDo) {
   CollectorStack s("grpc");
-  std::string repo = s.Repo("be");
-  s.SetAllowlist("L2: [" + repo + "]\n");
-  uint16_t port = s.Start(1, {{"RELAY_COLLECTOR_GRPC_LISTEN", "127.0.0.1:0"}});
+  auto [repo, port, delivery, token] = s.StartWithOneDispatch("be", {{"RELAY_COLLECTOR_GRPC_LISTEN", "127.0.0.1:0"}});
   ASSERT_NE(port, 0) << s.Log(1);
   int grpc_port = static_cast<int>(Metric(port, "relay_collector_grpc_port"));
   ASSERT_GT(grpc_port, 0);
-  auto stub = v1::CollectorApi::NewStub(
+  // The generated gRPC client for relay.v1.CollectorApi.
+  auto client = v1::CollectorApi::NewStub(
       grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port), grpc::InsecureChannelCredentials()));
-  std::string delivery = "d-" + Unique();
-  std::string token = s.Dispatch(repo, delivery, 2, NowS() * 1000);
   auto report = [&](const std::string& status, const std::string& bearer, v1::ReportJobResponse* out) {
     grpc::ClientContext ctx;
     if (!bearer.empty()) ctx.AddMetadata("authorization", "Bearer " + bearer);
@@ -655,7 +649,7 @@ TEST_F(CollectorIT, TheGrpcApiDecidesAsTheHttpRoutesDo) {
     w->set_run_id("555");
     w->set_run_attempt("1");
     w->set_job_name("unit");
-    return stub->ReportJob(&ctx, req, out);
+    return client->ReportJob(&ctx, req, out);
   };
   v1::ReportJobResponse out;
   EXPECT_EQ(report("in_progress", "", &out).error_code(), grpc::StatusCode::UNAUTHENTICATED);
@@ -672,7 +666,7 @@ TEST_F(CollectorIT, TheGrpcApiDecidesAsTheHttpRoutesDo) {
   grpc::ClientContext ctx;
   ctx.AddMetadata("authorization", "Bearer " + s.Oidc(repo));
   v1::UploadTestReportResponse uploaded;
-  auto writer = stub->UploadTestReport(&ctx, &uploaded);
+  auto writer = client->UploadTestReport(&ctx, &uploaded);
   v1::TestReportChunk chunk;
   auto* h = chunk.mutable_header();
   h->set_delivery_id(delivery);

@@ -673,9 +673,10 @@ class CollectorService final : public service::Service {
     std::vector<v1::CallbackDecision> local;  // for callers waiting here
     int64_t now_ms = clock_->UnixMillis();
     LabelLookup labels = [this](const std::string& repo, int64_t pr) { return Devices(repo, pr); };
+    std::shared_ptr<Partition> part;  // of the record in hand; looked up when the partition changes
     for (size_t i = 0; i < batch.records().size(); ++i) {
       const kafka::ConsumedRecord& rec = batch.records()[i];
-      auto part = Part(rec.partition);
+      if (i == 0 || rec.partition != batch.records()[i - 1].partition) part = Part(rec.partition);
       if (!part) return absl::UnavailableError("partition " + std::to_string(rec.partition) + " is not loaded");
       if (rec.topic == settings_.topics.dispatches) {
         v1::DispatchRecord d;

@@ -10,6 +10,8 @@
 
 #include <openssl/evp.h>
 
+#include <boost/json.hpp>
+
 #include "relay/base/log.h"
 #include "relay/base/status.h"
 #include "relay/collector/callback.h"
@@ -222,13 +224,7 @@ class ReportUploads::Upload final : public http::BodyStream, public std::enable_
 
  private:
   static std::string ErrorBody(const absl::Status& st) {
-    std::string m(st.message());
-    std::string out = "{\"error\":\"";
-    for (char c : m) {
-      if (c == '"' || c == '\\') out += '\\';
-      if (static_cast<unsigned char>(c) >= 0x20) out += c;
-    }
-    return out + "\"}";
+    return boost::json::serialize(boost::json::object{{"error", std::string(st.message())}});
   }
 
   absl::Status Parse(std::string_view data) {
