@@ -40,6 +40,11 @@ const std::set<std::string>& SuiteKeys() {
       "collector.decision_timeout", "collector.history", "collector.batch_records", "collector.max_report_bytes",
       "collector.max_uploads", "collector.report_batch_cases", "collector.grpc_listen",
       "collector.report_timeout",
+      // relay-stats
+      "clickhouse.url", "clickhouse.database", "clickhouse.user", "clickhouse.password_file", "clickhouse.timeout",
+      "stats.batch_rows", "stats.batch_interval", "stats.max_buffer_bytes", "stats.rollup_interval",
+      "stats.topics.webhooks", "stats.topics.dispatches", "stats.topics.outcomes", "stats.topics.results",
+      "stats.topics.test_reports", "stats.topics.cluster_events",
   };
   return kKeys;
 }

@@ -34,6 +34,11 @@ class RowBinary {
     for (const auto& s : v) String(s);
     return *this;
   }
+  // Array(T): the element count, then the elements (appended by the caller).
+  RowBinary& ArrayHeader(size_t n) {
+    Varint(n);
+    return *this;
+  }
   // Nullable(T): a null flag, then the value unless null.
   RowBinary& Null() { return UInt8(1); }
   RowBinary& NotNull() { return UInt8(0); }
@@ -43,6 +48,13 @@ class RowBinary {
   const std::string& data() const { return data_; }
   size_t rows() const { return rows_; }
   size_t bytes() const { return data_.size(); }
+  // Moves the rows of `other` to the end of these (other is left empty).
+  void Append(RowBinary& other) {
+    if (data_.empty()) data_.swap(other.data_);
+    else data_.append(other.data_);
+    rows_ += other.rows_;
+    other.Clear();
+  }
   void Clear() {
     data_.clear();
     rows_ = 0;

@@ -1,0 +1,19 @@
+-- Test file durations per downstream repo over the last {days} days, for sharding: time per job run of each file, in seconds.
+-- param: repo String
+-- param: days UInt32 7
+--
+-- From the test_file_daily rollup. per_run_s: the file's total test time
+-- divided by the reports (job runs) it appeared in. repo '' = all.
+SELECT
+    repo,
+    file,
+    max(tests) AS tests,
+    sum(uploads) AS job_runs,
+    round(sum(duration_sum) / sum(uploads), 3) AS per_run_s,
+    sum(failed) AS failed,
+    sum(skipped) AS skipped
+FROM test_file_daily FINAL
+WHERE day >= today() - {days:UInt32}
+  AND ({repo:String} = '' OR repo = {repo:String})
+GROUP BY repo, file
+ORDER BY repo, per_run_s DESC, file

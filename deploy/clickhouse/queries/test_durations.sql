@@ -1,0 +1,21 @@
+-- Per-test durations of one downstream repo over the last {days} days (optionally one file), for sharding, in seconds.
+-- param: repo String
+-- param: file String
+-- param: days UInt32 7
+-- param: limit UInt32 1000
+--
+-- From the test_daily rollup; file '' = every file.
+SELECT
+    file,
+    classname,
+    name,
+    sum(runs) AS total_runs,
+    round(sum(duration_sum) / sum(runs), 3) AS mean_s,
+    max(duration_max) AS max_s
+FROM test_daily FINAL
+WHERE repo = {repo:String}
+  AND day >= today() - {days:UInt32}
+  AND ({file:String} = '' OR file = {file:String})
+GROUP BY file, classname, name
+ORDER BY file, mean_s DESC, classname, name
+LIMIT {limit:UInt32}

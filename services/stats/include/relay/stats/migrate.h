@@ -1,0 +1,46 @@
+// Schema migrations: deploy/clickhouse/migrations/NNNN_name.sql, applied in
+// order by `relay-stats migrate [--to N]` and recorded in the table
+// schema_migrations (version, name, checksum, applied_at). Idempotent: an
+// applied migration is skipped; one whose file changed since it was applied
+// is an error (migrations are append-only; write a new one). Every statement
+// is idempotent itself (IF NOT EXISTS), so a migration cut short by a crash
+// is applied again whole. There are no down migrations: --to below the
+// applied version is refused.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "relay/clickhouse/client.h"
+
+namespace relay::stats {
+
+struct Migration {
+  int version = 0;
+  std::string name;      // file name
+  std::string checksum;  // sha256 of the file, hex
+  std::vector<std::string> statements;
+};
+
+// The embedded migrations, checked: versions 1, 2, ... without gaps.
+absl::StatusOr<std::vector<Migration>> LoadMigrations();
+// The newest embedded version (what this build of stats needs).
+int LatestSchemaVersion();
+
+struct MigrateResult {
+  int from = 0;  // version before
+  int to = 0;    // version after
+  std::vector<std::string> applied;  // file names, in order
+};
+
+// Creates options.database if needed, then applies migrations up to `to`
+// (default: the latest).
+absl::StatusOr<MigrateResult> Migrate(const clickhouse::ClientOptions& options, std::optional<int> to);
+
+// The highest applied version (0: none), after checking every applied
+// migration still matches its file.
+absl::StatusOr<int> AppliedSchemaVersion(clickhouse::Client& client);
+
+}  // namespace relay::stats

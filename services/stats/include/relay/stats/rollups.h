@@ -1,0 +1,34 @@
+// Rollups that survive a replay (migration 0002): windows (one day of one
+// downstream repo) recomputed whole from the deduplicated raw rows into
+// replacing tables, never incremented.
+//
+// Protocol: the ingesting side inserts raw rows, then MarkWindows (both
+// before its offsets are committed). Refresh recomputes every window marked
+// at or after its last computation began, so a window whose rows arrived
+// while it was being computed is computed again. Both sides use the same
+// clock (one process; several stats instances need clocks that agree to
+// well under stats.rollup_interval).
+#pragma once
+
+#include <cstdint>
+#include <set>
+
+#include "absl/status/statusor.h"
+#include "relay/clickhouse/client.h"
+#include "relay/stats/rows.h"
+
+namespace relay::stats {
+
+absl::Status MarkWindows(clickhouse::Client& client, const std::set<Window>& windows, int64_t now_ms);
+
+struct RefreshResult {
+  int windows = 0;      // recomputed
+  int64_t pending = 0;  // still marked after this round (more than max_windows)
+};
+
+// Recomputes up to `max_windows` marked windows. `now_ms` is read once per
+// window, before it is computed.
+absl::StatusOr<RefreshResult> Refresh(clickhouse::Client& client, const std::function<int64_t()>& now_ms,
+                                      int max_windows);
+
+}  // namespace relay::stats

@@ -1,0 +1,43 @@
+// relay-stats: lands every fact the relay learns in ClickHouse.
+//
+// One consumer group over github.webhooks, relay.dispatches,
+// github.outcomes, ci.results, ci.test_reports and cluster.events. Records
+// come in batches bounded by rows, bytes and time; each is converted to
+// RowBinary rows (rows.h), and the rows go to ClickHouse in one insert per
+// table per batch (split only when a batch outgrows stats.batch_rows or
+// its byte budget). Offsets are stored only once every insert of the batch
+// and its rollup marks were acknowledged; a failed insert rewinds and
+// retries the batch after a backoff (the tables make repeats harmless). A
+// record that cannot be converted goes to <topic>.dlq with the reason.
+// A periodic refresher recomputes the rollup windows that were marked.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "relay/base/config.h"
+#include "relay/clickhouse/client.h"
+#include "relay/kafka/producer.h"
+#include "relay/service/service.h"
+#include "relay/stats/rows.h"
+
+namespace relay::stats {
+
+struct StatsSettings {
+  kafka::ProducerOptions kafka;  // dead letters
+  std::string group_id = "relay-stats";
+  Topics topics;
+  clickhouse::ClientOptions clickhouse;
+  size_t batch_rows = 100'000;                  // rows per insert, at most
+  std::chrono::milliseconds batch_interval{1000};  // a batch waits at most this long to fill
+  int64_t max_buffer_bytes = 256LL << 20;       // records prefetched + in hand + rows built
+  std::chrono::milliseconds rollup_interval{5000};
+};
+
+// clickhouse.* keys (shared by the service and its subcommands).
+clickhouse::ClientOptions ReadClickHouseOptions(Config& config);
+absl::StatusOr<StatsSettings> LoadSettings(Config& config, const service::CommonSettings& common);
+service::Definition Definition();
+
+}  // namespace relay::stats

@@ -1,0 +1,147 @@
+#include "relay/stats/migrate.h"
+
+#include <openssl/evp.h>
+
+#include <charconv>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "relay/base/log.h"
+#include "relay/base/status.h"
+#include "relay/stats/sql_files.h"
+
+namespace relay::stats {
+namespace {
+
+constexpr char kCreateLedger[] =
+    "CREATE TABLE IF NOT EXISTS schema_migrations (version UInt32, name String, checksum String, "
+    "applied_at DateTime) ENGINE = ReplacingMergeTree(applied_at) ORDER BY version";
+
+std::string Sha256Hex(std::string_view text) {
+  unsigned char d[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(text.data(), text.size(), d, &n, EVP_sha256(), nullptr);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < n; ++i) {
+    out.push_back(kHex[d[i] >> 4]);
+    out.push_back(kHex[d[i] & 15]);
+  }
+  return out;
+}
+
+struct Applied {
+  std::string name, checksum;
+};
+
+absl::StatusOr<std::map<int, Applied>> ReadLedger(clickhouse::Client& client) {
+  RELAY_ASSIGN_OR_RETURN(std::string tsv,
+                         client.Query("SELECT version, name, checksum FROM schema_migrations FINAL ORDER BY version"));
+  std::map<int, Applied> out;
+  for (absl::string_view line : absl::StrSplit(tsv, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> f = absl::StrSplit(line, '\t');
+    int v = 0;
+    if (f.size() != 3 || std::from_chars(f[0].data(), f[0].data() + f[0].size(), v).ec != std::errc()) {
+      return absl::DataLossError(absl::StrCat("schema_migrations: unreadable row: ", line));
+    }
+    out[v] = {f[1], f[2]};
+  }
+  return out;
+}
+
+// Every applied migration must be one of ours, unchanged.
+absl::Status CheckLedger(const std::map<int, Applied>& ledger, const std::vector<Migration>& migrations) {
+  for (const auto& [v, a] : ledger) {
+    if (v < 1 || v > static_cast<int>(migrations.size())) {
+      return absl::FailedPreconditionError(absl::StrCat("the database has migration ", v, " (", a.name,
+                                                        ") which this relay-stats does not know: it is older "
+                                                        "than the schema"));
+    }
+    const Migration& m = migrations[v - 1];
+    if (a.checksum != m.checksum) {
+      return absl::FailedPreconditionError(absl::StrCat("migration ", m.name, " changed after it was applied (",
+                                                        "checksum ", a.checksum.substr(0, 12), " in the database, ",
+                                                        m.checksum.substr(0, 12), " in this build): migrations are "
+                                                        "append-only, add a new one"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+int Top(const std::map<int, Applied>& ledger) { return ledger.empty() ? 0 : ledger.rbegin()->first; }
+
+}  // namespace
+
+absl::StatusOr<std::vector<Migration>> LoadMigrations() {
+  std::vector<Migration> out;
+  for (const SqlFile& f : EmbeddedMigrations()) {
+    int v = 0;
+    auto [end, ec] = std::from_chars(f.name.data(), f.name.data() + f.name.size(), v);
+    if (ec != std::errc() || end == f.name.data() || *end != '_') {
+      return absl::InternalError(absl::StrCat("migration file ", std::string(f.name), " is not named NNNN_name.sql"));
+    }
+    if (v != static_cast<int>(out.size()) + 1) {
+      return absl::InternalError(absl::StrCat("migration ", std::string(f.name), ": expected version ", out.size() + 1));
+    }
+    out.push_back({v, std::string(f.name), Sha256Hex(f.text), SplitStatements(f.text)});
+  }
+  return out;
+}
+
+int LatestSchemaVersion() { return static_cast<int>(EmbeddedMigrations().size()); }
+
+absl::StatusOr<int> AppliedSchemaVersion(clickhouse::Client& client) {
+  RELAY_ASSIGN_OR_RETURN(auto migrations, LoadMigrations());
+  auto ledger = ReadLedger(client);
+  if (!ledger.ok()) {
+    if (ledger.status().code() == absl::StatusCode::kNotFound) return 0;  // no ledger table: nothing applied
+    return ledger.status();
+  }
+  RELAY_RETURN_IF_ERROR(CheckLedger(*ledger, migrations));
+  return Top(*ledger);
+}
+
+absl::StatusOr<MigrateResult> Migrate(const clickhouse::ClientOptions& options, std::optional<int> to) {
+  RELAY_ASSIGN_OR_RETURN(auto migrations, LoadMigrations());
+  int target = to.value_or(static_cast<int>(migrations.size()));
+  if (target < 0 || target > static_cast<int>(migrations.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("--to ", target, ": migrations go from 1 to ", migrations.size()));
+  }
+  {
+    clickhouse::ClientOptions o = options;
+    o.database = "default";
+    RELAY_ASSIGN_OR_RETURN(auto admin, clickhouse::Client::New(o));
+    RELAY_RETURN_IF_ERROR(
+        admin->Query("CREATE DATABASE IF NOT EXISTS " + clickhouse::QuoteIdentifier(options.database)).status());
+  }
+  RELAY_ASSIGN_OR_RETURN(auto client, clickhouse::Client::New(options));
+  RELAY_RETURN_IF_ERROR(client->Query(kCreateLedger).status());
+  RELAY_ASSIGN_OR_RETURN(auto ledger, ReadLedger(*client));
+  RELAY_RETURN_IF_ERROR(CheckLedger(ledger, migrations));
+  MigrateResult result;
+  result.from = result.to = Top(ledger);
+  if (target < result.from) {
+    return absl::FailedPreconditionError(absl::StrCat("the database is at migration ", result.from, "; --to ", target,
+                                                      " would go back, and there are no down migrations"));
+  }
+  for (const Migration& m : migrations) {
+    if (m.version > target || ledger.count(m.version)) continue;
+    for (size_t i = 0; i < m.statements.size(); ++i) {
+      auto st = client->Query(m.statements[i]);
+      if (!st.ok()) {
+        return absl::Status(st.status().code(), absl::StrCat(m.name, ", statement ", i + 1, ": ", st.status().message()));
+      }
+    }
+    // applied_at: the server's clock, so versions of a re-applied row order.
+    RELAY_RETURN_IF_ERROR(client->Query(absl::StrCat(
+        "INSERT INTO schema_migrations SELECT ", m.version, ", ", clickhouse::Quote(m.name), ", ",
+        clickhouse::Quote(m.checksum), ", now()")).status());
+    log::Info("migration applied", {{"migration", m.name}, {"statements", static_cast<int64_t>(m.statements.size())}});
+    result.applied.push_back(m.name);
+    result.to = m.version;
+  }
+  return result;
+}
+
+}  // namespace relay::stats

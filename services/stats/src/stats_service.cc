@@ -1,0 +1,322 @@
+#include "relay/stats/stats_service.h"
+
+#include <atomic>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "relay/base/log.h"
+#include "relay/base/status.h"
+#include "relay/stats/migrate.h"
+#include "relay/stats/rollups.h"
+
+namespace relay::stats {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The label ClickHouse errors are counted under: ClickHouse's own code, or
+// what kind of failure it was when the server never answered.
+std::string ErrorLabel(const absl::Status& s) {
+  if (auto code = clickhouse::ServerErrorCode(s)) return std::to_string(*code);
+  return absl::StatusCodeToString(s.code());
+}
+
+class StatsService final : public service::Service {
+ public:
+  static absl::StatusOr<std::unique_ptr<service::Service>> Start(StatsSettings s, service::Runtime& runtime) {
+    auto svc = std::unique_ptr<StatsService>(new StatsService(std::move(s), runtime));
+    RELAY_RETURN_IF_ERROR(svc->Init(runtime));
+    return std::unique_ptr<service::Service>(std::move(svc));
+  }
+
+  ~StatsService() override { Stop(); }
+
+  bool Drain(std::chrono::milliseconds budget) override {
+    auto deadline = std::chrono::steady_clock::now() + budget;
+    Stop();
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    absl::Status flushed = producer_->Flush(std::max(left, 1000ms));
+    if (!flushed.ok()) log::Error("producer flush incomplete", {{"error", std::string(flushed.message())}});
+    return flushed.ok();
+  }
+
+ private:
+  StatsService(StatsSettings settings, service::Runtime& runtime)
+      : settings_(std::move(settings)),
+        clock_(&runtime.clock()),
+        inserted_(prometheus::BuildCounter()
+                      .Name("relay_stats_rows_inserted_total")
+                      .Help("Rows ClickHouse acknowledged, by table")
+                      .Register(runtime.metrics())),
+        insert_seconds_(prometheus::BuildHistogram()
+                            .Name("relay_stats_insert_seconds")
+                            .Help("Time of one insert (one table, one batch), by table")
+                            .Register(runtime.metrics())),
+        insert_rows_(prometheus::BuildHistogram()
+                         .Name("relay_stats_insert_rows")
+                         .Help("Rows per insert, by table")
+                         .Register(runtime.metrics())),
+        errors_(prometheus::BuildCounter()
+                    .Name("relay_stats_clickhouse_errors_total")
+                    .Help("Failed ClickHouse requests, by ClickHouse error code (or the failure kind when the "
+                          "server did not answer) and operation")
+                    .Register(runtime.metrics())),
+        poison_(prometheus::BuildCounter()
+                    .Name("relay_stats_poison_records_total")
+                    .Help("Records sent to the dead-letter topic, by input topic")
+                    .Register(runtime.metrics())),
+        lag_(prometheus::BuildGauge()
+                 .Name("relay_stats_lag_seconds")
+                 .Help("Age of the oldest record of the last batch landed (record timestamp to insert ack)")
+                 .Register(runtime.metrics())
+                 .Add({})),
+        rollups_(prometheus::BuildCounter()
+                     .Name("relay_stats_rollup_windows_total")
+                     .Help("Rollup windows recomputed")
+                     .Register(runtime.metrics())
+                     .Add({})),
+        rollups_pending_(prometheus::BuildGauge()
+                             .Name("relay_stats_rollup_windows_pending")
+                             .Help("Rollup windows marked but not yet recomputed (after the last refresh)")
+                             .Register(runtime.metrics())
+                             .Add({})),
+        schema_version_(prometheus::BuildGauge()
+                            .Name("relay_stats_schema_version")
+                            .Help("Schema migration applied in ClickHouse (readiness needs the latest)")
+                            .Register(runtime.metrics())
+                            .Add({})) {}
+
+  absl::Status Init(service::Runtime& runtime) {
+    const StatsSettings& s = settings_;
+    auto& metrics = runtime.metrics();
+    RELAY_ASSIGN_OR_RETURN(producer_, runtime.factories().producer(s.kafka, &metrics));
+    RELAY_ASSIGN_OR_RETURN(writer_, clickhouse::Client::New(s.clickhouse));
+    RELAY_ASSIGN_OR_RETURN(refresher_, clickhouse::Client::New(s.clickhouse));
+    RELAY_ASSIGN_OR_RETURN(checker_, clickhouse::Client::New(s.clickhouse));
+
+    kafka::ConsumerOptions co;
+    co.bootstrap = s.kafka.bootstrap;
+    co.group_id = s.group_id;
+    co.client_id = s.kafka.client_id;
+    co.topics = {s.topics.webhooks, s.topics.dispatches, s.topics.outcomes,
+                 s.topics.results,  s.topics.test_reports, s.topics.cluster_events};
+    co.retry_backoff_min = 500ms;
+    co.retry_backoff_max = 30s;
+    // A quarter of the memory budget for records librdkafka prefetches, a
+    // quarter for the batch in hand, the rest for the rows built from it.
+    co.fetch_queue_kbytes = std::max<int64_t>(1024, s.max_buffer_bytes / 4 / 1024);
+    RELAY_ASSIGN_OR_RETURN(consumer_, runtime.factories().consumer(co, producer_.get(), &metrics));
+
+    runtime.AddReadinessCheck("kafka", [p = producer_.get()] {
+      return p->Connected() ? absl::OkStatus() : absl::UnavailableError("no broker connection");
+    });
+    runtime.AddReadinessCheck("consumer", [c = consumer_.get()] { return c->Health(); });
+    runtime.AddReadinessCheck("clickhouse", [this] {
+      std::lock_guard lock(health_mu_);
+      return clickhouse_health_;
+    });
+    runtime.Every(5s, [this] { CheckClickHouse(); });
+    runtime.Every(s.rollup_interval, [this] { RefreshRollups(); });
+
+    kafka::BatchOptions batches;
+    batches.max_records = s.batch_rows;
+    batches.max_bytes = std::max<int64_t>(1 << 20, s.max_buffer_bytes / 4);
+    batches.max_wait = s.batch_interval;
+    consumer_thread_ = std::thread([this, batches] {
+      absl::Status ended = consumer_->RunBatches(batches, [this](kafka::Batch& b) { return HandleBatch(b); });
+      if (!ended.ok()) log::Error("consumer stopped", {{"error", std::string(ended.message())}});
+    });
+    log::Info("relay-stats configured", {{"clickhouse", s.clickhouse.url},
+                                         {"database", s.clickhouse.database},
+                                         {"batch_rows", static_cast<int64_t>(s.batch_rows)},
+                                         {"max_buffer_bytes", s.max_buffer_bytes}});
+    return absl::OkStatus();
+  }
+
+  void Stop() {
+    if (stopping_.exchange(true)) return;
+    if (consumer_) consumer_->Stop();
+    if (consumer_thread_.joinable()) consumer_thread_.join();
+  }
+
+  // --- ingestion (the consumer thread) -------------------------------------
+
+  absl::Status HandleBatch(kafka::Batch& batch) {
+    // The rows of one flush: bounded by stats.batch_rows and by a quarter
+    // of the memory budget, whatever the batch holds.
+    const size_t max_bytes = static_cast<size_t>(std::max<int64_t>(1 << 20, settings_.max_buffer_bytes / 4));
+    int64_t oldest_ms = 0;
+    const auto& records = batch.records();
+    for (size_t i = 0; i < records.size(); ++i) {
+      const kafka::ConsumedRecord& r = records[i];
+      if (absl::Status st = Convert(settings_.topics, r, rows_); !st.ok()) {
+        poison_.Add({{"topic", r.topic}}).Increment();
+        log::Warn("record dead-lettered",
+                  {{"topic", r.topic}, {"partition", r.partition}, {"offset", r.offset}, {"reason", std::string(st.message())}});
+        batch.Reject(i, std::string(st.message()));
+        continue;
+      }
+      if (r.timestamp_ms > 0 && (oldest_ms == 0 || r.timestamp_ms < oldest_ms)) oldest_ms = r.timestamp_ms;
+      if (rows_.rows() >= settings_.batch_rows || rows_.bytes() >= max_bytes) RELAY_RETURN_IF_ERROR(Flush());
+    }
+    RELAY_RETURN_IF_ERROR(Flush());
+    if (oldest_ms > 0) lag_.Set(static_cast<double>(clock_->UnixMillis() - oldest_ms) / 1000.0);
+    return absl::OkStatus();
+  }
+
+  // Inserts every table's rows, then marks the rollup windows they touched.
+  // On any error the rows are dropped here: the consumer rewinds and the
+  // whole batch comes again.
+  absl::Status Flush() {
+    absl::Status result = FlushOnce();
+    rows_.Clear();
+    return result;
+  }
+
+  absl::Status FlushOnce() {
+    for (const auto& [table, data] : rows_.tables()) {
+      if (data.rows() == 0) continue;
+      auto start = std::chrono::steady_clock::now();
+      absl::Status st = writer_->Insert(table->name, table->columns, "RowBinary", data.data(), /*idempotent=*/true);
+      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (!st.ok()) {
+        errors_.Add({{"code", ErrorLabel(st)}, {"op", "insert"}}).Increment();
+        log::Warn("insert failed; the batch will be retried",
+                  {{"table", table->name}, {"rows", static_cast<int64_t>(data.rows())}, {"error", std::string(st.message())}});
+        return st;
+      }
+      inserted_.Add({{"table", table->name}}).Increment(static_cast<double>(data.rows()));
+      insert_seconds_.Add({{"table", table->name}}, kSecondsBuckets).Observe(secs);
+      insert_rows_.Add({{"table", table->name}}, kRowsBuckets).Observe(static_cast<double>(data.rows()));
+    }
+    if (absl::Status st = MarkWindows(*writer_, rows_.windows(), clock_->UnixMillis()); !st.ok()) {
+      errors_.Add({{"code", ErrorLabel(st)}, {"op", "mark"}}).Increment();
+      return st;
+    }
+    return absl::OkStatus();
+  }
+
+  // --- periodic (host threads) ---------------------------------------------
+
+  void RefreshRollups() {
+    auto r = Refresh(*refresher_, [this] { return clock_->UnixMillis(); }, 50);
+    if (!r.ok()) {
+      errors_.Add({{"code", ErrorLabel(r.status())}, {"op", "rollup"}}).Increment();
+      log::Warn("rollup refresh failed", {{"error", std::string(r.status().message())}});
+      return;
+    }
+    rollups_.Increment(r->windows);
+    rollups_pending_.Set(static_cast<double>(r->pending));
+  }
+
+  void CheckClickHouse() {
+    absl::Status health;
+    auto version = AppliedSchemaVersion(*checker_);
+    if (!version.ok()) {
+      errors_.Add({{"code", ErrorLabel(version.status())}, {"op", "check"}}).Increment();
+      health = absl::UnavailableError(absl::StrCat("clickhouse: ", version.status().message()));
+    } else {
+      schema_version_.Set(*version);
+      if (*version < LatestSchemaVersion()) {
+        health = absl::FailedPreconditionError(absl::StrCat("schema at migration ", *version, ", this build needs ",
+                                                            LatestSchemaVersion(), ": run relay-stats migrate"));
+      }
+    }
+    std::lock_guard lock(health_mu_);
+    if (health.ok() != clickhouse_health_.ok()) {
+      if (health.ok()) log::Info("clickhouse ready", {{"schema_version", static_cast<int64_t>(*version)}});
+      else log::Warn("clickhouse not ready", {{"reason", std::string(health.message())}});
+    }
+    clickhouse_health_ = health;
+  }
+
+  static inline const prometheus::Histogram::BucketBoundaries kSecondsBuckets{0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                                             0.5,   1,    2.5,   5,    10,  30};
+  static inline const prometheus::Histogram::BucketBoundaries kRowsBuckets{1,      10,      100,     1'000,
+                                                                          10'000, 50'000, 100'000, 500'000};
+
+  StatsSettings settings_;
+  const Clock* clock_;
+  std::unique_ptr<kafka::Producer> producer_;
+  std::unique_ptr<kafka::Consumer> consumer_;
+  // One client per thread that uses one (a Client is one connection).
+  std::unique_ptr<clickhouse::Client> writer_, refresher_, checker_;
+  std::thread consumer_thread_;
+  std::atomic<bool> stopping_{false};
+  Rows rows_;  // consumer thread only
+
+  std::mutex health_mu_;
+  absl::Status clickhouse_health_ = absl::UnavailableError("not checked yet");
+
+  prometheus::Family<prometheus::Counter>& inserted_;
+  prometheus::Family<prometheus::Histogram>& insert_seconds_;
+  prometheus::Family<prometheus::Histogram>& insert_rows_;
+  prometheus::Family<prometheus::Counter>& errors_;
+  prometheus::Family<prometheus::Counter>& poison_;
+  prometheus::Gauge& lag_;
+  prometheus::Counter& rollups_;
+  prometheus::Gauge& rollups_pending_;
+  prometheus::Gauge& schema_version_;
+};
+
+std::string ReadSecret(Config& config, const std::string& key) {
+  std::string path = config.String(key, "");
+  if (path.empty()) return "";
+  std::ifstream in(path);
+  if (!in) {
+    config.Fail(key, "cannot read " + path);
+    return "";
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return std::string(absl::StripTrailingAsciiWhitespace(ss.str()));
+}
+
+}  // namespace
+
+clickhouse::ClientOptions ReadClickHouseOptions(Config& config) {
+  clickhouse::ClientOptions o;
+  o.url = config.String("clickhouse.url", "http://127.0.0.1:8123");
+  o.database = config.String("clickhouse.database", "relay");
+  o.user = config.String("clickhouse.user", "default");
+  o.password = ReadSecret(config, "clickhouse.password_file");
+  o.timeout = config.Duration("clickhouse.timeout", 60s, 1s, 1h);
+  return o;
+}
+
+absl::StatusOr<StatsSettings> LoadSettings(Config& config, const service::CommonSettings&) {
+  StatsSettings s;
+  s.kafka = service::ReadProducerOptions(config, "relay-stats");
+  s.group_id = config.String("kafka.group_id", "relay-stats");
+  s.clickhouse = ReadClickHouseOptions(config);
+  s.batch_rows = static_cast<size_t>(config.Int("stats.batch_rows", 100'000, 1'000, 10'000'000));
+  s.batch_interval = config.Duration("stats.batch_interval", 1s, 10ms, 60s);
+  s.max_buffer_bytes = config.Bytes("stats.max_buffer_bytes", 256LL << 20, 16LL << 20, 64LL << 30);
+  s.rollup_interval = config.Duration("stats.rollup_interval", 5s, 100ms, 1h);
+  // Input topics (defaults: the suite's names); their DLQs are <topic>.dlq.
+  for (auto [key, topic] : {std::pair{"webhooks", &s.topics.webhooks}, std::pair{"dispatches", &s.topics.dispatches},
+                            std::pair{"outcomes", &s.topics.outcomes}, std::pair{"results", &s.topics.results},
+                            std::pair{"test_reports", &s.topics.test_reports},
+                            std::pair{"cluster_events", &s.topics.cluster_events}}) {
+    *topic = config.String(std::string("stats.topics.") + key, *topic);
+  }
+  return s;
+}
+
+service::Definition Definition() {
+  return {"relay-stats", [](Config& config, const service::CommonSettings& common) -> absl::StatusOr<service::Starter> {
+            RELAY_ASSIGN_OR_RETURN(StatsSettings settings, LoadSettings(config, common));
+            return service::Starter([settings = std::move(settings)](service::Runtime& runtime) mutable {
+              return StatsService::Start(std::move(settings), runtime);
+            });
+          }};
+}
+
+}  // namespace relay::stats
