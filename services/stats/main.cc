@@ -143,7 +143,7 @@ int Query(const Args& a) {
   if (!options.ok()) return Fail(options.status());
   auto client = relay::clickhouse::Client::New(*options);
   if (!client.ok()) return Fail(client.status());
-  auto out = (*client)->Query(*sql + "\nFORMAT " + a.format.value_or("PrettyCompactMonoBlock"));
+  auto out = (*client)->Query(*sql + "\nFORMAT " + a.format.value_or("PrettyCompactNoEscapes"));
   if (!out.ok()) return Fail(out.status());
   std::cout << *out;
   return 0;

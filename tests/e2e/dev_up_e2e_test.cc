@@ -38,6 +38,14 @@ TEST(DevUpE2E, UpDrivesRealWebhooksIntoTheTopicStatusAndDown) {
   EXPECT_THAT(out, HasSubstr("outcome=\"accepted\""));
   EXPECT_THAT(out, HasSubstr("test cases reported in JUnit uploads"));
   EXPECT_THAT(out, HasSubstr("relay_collector_test_cases_total"));
+  // relay-stats closed the loop: rows in ClickHouse, dashboards read back.
+  EXPECT_THAT(out, HasSubstr("applied 0002_rollups.sql"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("[1-9][0-9]*\ttest_results"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("329\twebhook_deliveries"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("[1-9][0-9]*\tcrcr_workflow_job"));
+  EXPECT_THAT(out, HasSubstr("Pass rate per downstream repo"));
+  EXPECT_THAT(out, HasSubstr("│ dev-org/l4-cuda"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("dev-org/l4-cuda +4 .*(keeps-L4|demote-to-L2)"));
 
   std::string status;
   ASSERT_EQ(testing::RunCommand(root + "/tools/dev status", &status), 0) << status;
@@ -46,6 +54,7 @@ TEST(DevUpE2E, UpDrivesRealWebhooksIntoTheTopicStatusAndDown) {
   EXPECT_THAT(status, HasSubstr("WEBHOOK_SECRET="));
   EXPECT_THAT(status, HasSubstr("GITHUB_API_URL=http://127.0.0.1:"));
   EXPECT_THAT(status, HasSubstr("DISPATCH_URL=http://127.0.0.1:"));
+  EXPECT_THAT(status, HasSubstr("STATS_URL=http://127.0.0.1:"));
   EXPECT_THAT(status, HasSubstr("CALLBACK_URL=http://127.0.0.1:"));
   EXPECT_THAT(status, HasSubstr("TEST_REPORT_URL=http://127.0.0.1:"));
   EXPECT_THAT(status, ::testing::ContainsRegex("COLLECTOR_GRPC=127.0.0.1:[1-9]"));

@@ -10,7 +10,7 @@ SELECT
     downstream_repo,
     count() AS jobs,
     countIf(e2e_s > {limit_s:UInt32}) AS over_limit,
-    over_limit / jobs AS over_limit_share,
+    round(over_limit / jobs, 4) AS over_limit_share,
     quantileExact(0.5)(e2e_s) AS p50_e2e_s
 FROM
 (

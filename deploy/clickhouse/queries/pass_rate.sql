@@ -20,11 +20,11 @@ SELECT
     countIf(class = 'infra_failure') AS infra_failures,
     countIf(class = 'excluded') AS excluded,
     if(passed + test_failures + infra_failures = 0, 0,
-       passed / (passed + test_failures + infra_failures)) AS pass_rate,
+       round(passed / (passed + test_failures + infra_failures), 4)) AS pass_rate,
     if(passed + test_failures + infra_failures = 0, 0,
-       infra_failures / (passed + test_failures + infra_failures)) AS infra_failure_rate,
+       round(infra_failures / (passed + test_failures + infra_failures), 4)) AS infra_failure_rate,
     if(passed + test_failures + infra_failures = 0, 0,
-       test_failures / (passed + test_failures + infra_failures)) AS test_failure_rate
+       round(test_failures / (passed + test_failures + infra_failures), 4)) AS test_failure_rate
 FROM
 (
     SELECT

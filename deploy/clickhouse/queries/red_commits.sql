@@ -11,7 +11,7 @@ SELECT
     day,
     count() AS commits,
     countIf(failed_jobs > 0) AS red_commits,
-    red_commits / commits AS red_rate
+    round(red_commits / commits, 4) AS red_rate
 FROM
 (
     SELECT

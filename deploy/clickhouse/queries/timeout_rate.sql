@@ -6,7 +6,7 @@ SELECT
     count() AS jobs,
     countIf(conclusion = 'timed_out' AND timed_out_by_sweeper = 0) AS reported_timeouts,
     countIf(timed_out_by_sweeper = 1) AS swept,
-    (reported_timeouts + swept) / jobs AS timeout_rate
+    round((reported_timeouts + swept) / jobs, 4) AS timeout_rate
 FROM crcr_workflow_job FINAL
 WHERE status = 'completed'
   AND completed_at >= now() - {days:UInt32} * 86400
