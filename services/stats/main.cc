@@ -4,6 +4,7 @@
 //   relay-stats migrate [--config FILE] [--to N]          apply schema migrations
 //   relay-stats tier-report [--config FILE] [--json]      CRCR tier health verdicts
 //   relay-stats query NAME [--config FILE] [--param K=V]... [--format F]
+//   relay-stats query NAME --print-sql [--param K=V]...  the SQL it would run (for 18.x)
 //   relay-stats query --list                              the named dashboard queries
 // Every setting can also come from RELAY_* environment variables (see
 // deploy/config/stats.example.yaml). Exit codes: 0 ok, 1 failure, 2 usage.
@@ -33,7 +34,7 @@ int Usage(const std::string& why) {
             << "usage: relay-stats [--config FILE] [--port-file FILE]\n"
             << "       relay-stats migrate [--config FILE] [--to N]\n"
             << "       relay-stats tier-report [--config FILE] [--json]\n"
-            << "       relay-stats query NAME [--config FILE] [--param NAME=VALUE]... [--format FORMAT]\n"
+            << "       relay-stats query NAME [--config FILE] [--param NAME=VALUE]... [--format FORMAT] [--print-sql]\n"
             << "       relay-stats query --list\n";
   return 2;
 }
@@ -47,7 +48,7 @@ struct Args {
   std::string config_path;
   std::optional<std::string> to, format, name;
   std::map<std::string, std::string> params;
-  bool json = false, list = false;
+  bool json = false, list = false, print_sql = false;
 };
 
 // Parses the subcommand's flags; returns false (and says why) on bad usage.
@@ -75,6 +76,8 @@ bool Parse(int argc, char** argv, Args& a, std::string& why) {
       a.json = true;
     } else if (arg == "--list") {
       a.list = true;
+    } else if (arg == "--print-sql") {
+      a.print_sql = true;
     } else if (!arg.empty() && arg[0] != '-' && !a.name) {
       a.name = arg;
     } else {
@@ -139,6 +142,10 @@ int Query(const Args& a) {
   if (!q.ok()) return Fail(q.status());
   auto sql = stats::Bind(*q, a.params);
   if (!sql.ok()) return Fail(sql.status());
+  if (a.print_sql) {
+    std::cout << *sql << "\n";
+    return 0;
+  }
   auto options = LoadClickHouse(a.config_path);
   if (!options.ok()) return Fail(options.status());
   auto client = relay::clickhouse::Client::New(*options);

@@ -153,6 +153,7 @@ class StatsStack {
     env.emplace("RELAY_KAFKA_GROUP_ID", "it-stats-" + prefix_ + std::to_string(n));
     env.emplace("RELAY_STATS_BATCH_INTERVAL", "200ms");
     env.emplace("RELAY_STATS_ROLLUP_INTERVAL", "200ms");
+    env.emplace("RELAY_STATS_ROLLUP_WINDOW_INTERVAL", "0s");
     for (const char* t : kInputs) {
       std::string key = std::string(t) == "github.webhooks"    ? "WEBHOOKS"
                         : std::string(t) == "relay.dispatches" ? "DISPATCHES"

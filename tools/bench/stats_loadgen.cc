@@ -18,6 +18,8 @@
 
 #include <boost/json.hpp>
 
+#include "absl/time/time.h"
+
 #include "relay/kafka/producer.h"
 #include "relay/v1/collector.pb.h"
 
@@ -77,6 +79,9 @@ int main(int argc, char** argv) {
   };
   auto start = std::chrono::steady_clock::now();
   int64_t uploaded_at = NowMs();
+  absl::Time t = absl::FromUnixMillis(uploaded_at);
+  std::string day = absl::FormatTime("%Y-%m-%d", t, absl::UTCTimeZone());
+  std::string uploaded_text = absl::FormatTime("%Y-%m-%d %H:%M:%S", t, absl::UTCTimeZone());
   int64_t records = 0;
   for (int64_t first = 0; first < a.rows; first += a.batch) {
     int64_t n = std::min<int64_t>(a.batch, a.rows - first);
@@ -102,8 +107,9 @@ int main(int argc, char** argv) {
       if (i % 10 == 9) c->set_message("AssertionError: tensors differ at index " + std::to_string(i % 64));
       if (!a.json_topic.empty()) {
         // The row the test_results table holds, as JSONEachRow.
-        boost::json::object row{{"day", uploaded_at / 86'400'000},
-                                {"uploaded_at", uploaded_at / 1000},
+        // 18.16's JSONEachRow wants dates and times as quoted text.
+        boost::json::object row{{"day", day},
+                                {"uploaded_at", uploaded_text},
                                 {"repo", b.repo()},
                                 {"job_id", b.job_id()},
                                 {"delivery_id", b.delivery_id()},

@@ -23,8 +23,18 @@ wait_port() {
   return 1
 }
 
+# running PID: true while PID is a process that has not exited. A zombie
+# (exited, not yet reaped: the parent of a daemonized server is often a PID 1
+# that never reaps, as in many containers) counts as exited.
+running() {
+  kill -0 "$1" 2>/dev/null || return 1
+  local state
+  state=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+  [ "$state" != Z ]
+}
+
 # pid_alive PIDFILE: true when the pid in PIDFILE is a live process.
-pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+pid_alive() { [ -f "$1" ] && running "$(cat "$1")"; }
 
 # stop_pid PIDFILE SECONDS: SIGTERM, wait, then SIGKILL the process group.
 stop_pid() {
@@ -32,7 +42,7 @@ stop_pid() {
   pid_alive "$pidfile" || { rm -f "$pidfile"; return 0; }
   pid=$(cat "$pidfile")
   kill -TERM "$pid" 2>/dev/null || true
-  while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
-  kill -0 "$pid" 2>/dev/null && kill -KILL -- "-$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null || true
+  while running "$pid" && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+  running "$pid" && kill -KILL -- "-$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null || true
   rm -f "$pidfile"
 }

@@ -1,5 +1,6 @@
 -- Rollup windows to recompute: marked at or after their last computation began (migration 0002 explains the protocol).
-SELECT kind, day, repo
+-- computed: when the last computation began (ms; 0: never), so a busy window can be recomputed at most every stats.rollup_window_interval.
+SELECT kind, day, repo, computed
 FROM
 (
     SELECT kind, day, repo, max(marked_at_ms) AS marked

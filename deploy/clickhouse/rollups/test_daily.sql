@@ -3,42 +3,57 @@
 -- param: repo String
 -- param: version UInt64 0
 --
--- Raw rows read with FINAL (a replayed row counts once); the upstream sha
--- of each run comes from its dispatch (by delivery id), and a test is flaky
--- on a sha when it both passed and failed there. version: when the
--- computation began (ms), so the newest computation replaces older ones.
+-- Raw rows read with FINAL (a replayed row counts once). The totals are one
+-- pass over the window; flakiness needs each run's upstream sha (from its
+-- dispatch, by delivery id) and is computed only for the tests that failed
+-- in the window: a test is flaky on a sha when it both passed and failed
+-- there. version: when the computation began (ms), so the newest
+-- computation replaces older ones.
 INSERT INTO test_daily (day, repo, file, classname, name, runs, passed, failed, skipped, rerun_passed,
                         flaky_shas, duration_sum, duration_max, computed_at_ms)
 SELECT
-    day, repo, file, classname, name,
-    sum(n), sum(p), sum(f), sum(s), sum(rp),
-    sum(p > 0 AND f > 0 AND head_sha != ''),
-    sum(ds), max(dm),
-    {version:UInt64}
+    day, repo, file, classname, name, runs, passed, failed, skipped, rerun_passed, flaky_shas,
+    duration_sum, duration_max, {version:UInt64}
 FROM
 (
     SELECT
-        day, repo, file, classname, name, head_sha,
-        count() AS n,
-        countIf(outcome = 'passed') AS p,
-        countIf(outcome IN ('failed', 'error')) AS f,
-        countIf(outcome = 'skipped') AS s,
-        countIf(outcome = 'passed' AND reruns > 0) AS rp,
-        sum(duration) AS ds,
-        max(duration) AS dm
+        day, repo, file, classname, name,
+        count() AS runs,
+        countIf(outcome = 'passed') AS passed,
+        countIf(outcome IN ('failed', 'error')) AS failed,
+        countIf(outcome = 'skipped') AS skipped,
+        countIf(outcome = 'passed' AND reruns > 0) AS rerun_passed,
+        sum(duration) AS duration_sum,
+        max(duration) AS duration_max
+    FROM test_results FINAL
+    WHERE day = {day:Date} AND repo = {repo:String}
+    GROUP BY day, repo, file, classname, name
+) AS totals
+ANY LEFT JOIN
+(
+    SELECT file, classname, name, sum(p > 0 AND f > 0) AS flaky_shas
     FROM
     (
-        SELECT day, repo, file, classname, name, delivery_id, outcome, reruns, duration
-        FROM test_results FINAL
-        WHERE day = {day:Date} AND repo = {repo:String}
-    ) AS runs
-    ANY LEFT JOIN
-    (
-        SELECT delivery_id, any(head_sha) AS head_sha
-        FROM dispatches FINAL
-        WHERE downstream_repo = {repo:String}
-        GROUP BY delivery_id
-    ) AS shas USING delivery_id
-    GROUP BY day, repo, file, classname, name, head_sha
-) AS per_sha
-GROUP BY day, repo, file, classname, name
+        SELECT file, classname, name, sha,
+               countIf(outcome = 'passed') AS p,
+               countIf(outcome IN ('failed', 'error')) AS f
+        FROM
+        (
+            SELECT file, classname, name, delivery_id, outcome
+            FROM test_results FINAL
+            WHERE day = {day:Date} AND repo = {repo:String}
+              AND (file, classname, name) IN
+                  (SELECT file, classname, name FROM test_results
+                   WHERE day = {day:Date} AND repo = {repo:String} AND outcome IN ('failed', 'error'))
+        ) AS failing_tests
+        ANY INNER JOIN
+        (
+            SELECT delivery_id, any(head_sha) AS sha
+            FROM dispatches FINAL
+            WHERE downstream_repo = {repo:String} AND head_sha != ''
+            GROUP BY delivery_id
+        ) AS shas USING delivery_id
+        GROUP BY file, classname, name, sha
+    ) AS per_sha
+    GROUP BY file, classname, name
+) AS flaky USING (file, classname, name)

@@ -3,6 +3,7 @@
 #include <map>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "relay/base/status.h"
@@ -35,7 +36,7 @@ absl::StatusOr<std::string> Run(clickhouse::Client& client, std::string_view nam
 }  // namespace
 
 absl::StatusOr<RefreshResult> Refresh(clickhouse::Client& client, const std::function<int64_t()>& now_ms,
-                                      int max_windows) {
+                                      int max_windows, std::chrono::milliseconds min_interval) {
   RELAY_ASSIGN_OR_RETURN(std::string tsv, Run(client, "pending_windows", {}));
   std::vector<std::vector<std::string>> windows;
   for (absl::string_view line : absl::StrSplit(tsv, '\n', absl::SkipEmpty())) {
@@ -43,8 +44,11 @@ absl::StatusOr<RefreshResult> Refresh(clickhouse::Client& client, const std::fun
   }
   RefreshResult result;
   for (const auto& w : windows) {
-    if (w.size() != 3) return absl::DataLossError(absl::StrCat("rollup_marks: unreadable row"));
-    if (result.windows == max_windows) {
+    int64_t computed = 0;
+    if (w.size() != 4 || !absl::SimpleAtoi(w[3], &computed)) {
+      return absl::DataLossError("pending_windows: unreadable row");
+    }
+    if (result.windows == max_windows || (computed > 0 && now_ms() - computed < min_interval.count())) {
       ++result.pending;
       continue;
     }

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -111,6 +112,9 @@ class StatsService final : public service::Service {
     co.retry_backoff_max = 30s;
     // A quarter of the memory budget for records librdkafka prefetches, a
     // quarter for the batch in hand, the rest for the rows built from it.
+    // (queued.max.messages.kbytes bounds the high-level consumer's one
+    // queue, whatever the number of partitions; a fetch response in flight
+    // comes on top, up to fetch.max.bytes.)
     co.fetch_queue_kbytes = std::max<int64_t>(1024, s.max_buffer_bytes / 4 / 1024);
     RELAY_ASSIGN_OR_RETURN(consumer_, runtime.factories().consumer(co, producer_.get(), &metrics));
 
@@ -206,7 +210,7 @@ class StatsService final : public service::Service {
   // --- periodic (host threads) ---------------------------------------------
 
   void RefreshRollups() {
-    auto r = Refresh(*refresher_, [this] { return clock_->UnixMillis(); }, 50);
+    auto r = Refresh(*refresher_, [this] { return clock_->UnixMillis(); }, 50, settings_.rollup_window_interval);
     if (!r.ok()) {
       errors_.Add({{"code", ErrorLabel(r.status())}, {"op", "rollup"}}).Increment();
       log::Warn("rollup refresh failed", {{"error", std::string(r.status().message())}});
@@ -300,12 +304,19 @@ absl::StatusOr<StatsSettings> LoadSettings(Config& config, const service::Common
   s.batch_interval = config.Duration("stats.batch_interval", 1s, 10ms, 60s);
   s.max_buffer_bytes = config.Bytes("stats.max_buffer_bytes", 256LL << 20, 16LL << 20, 64LL << 30);
   s.rollup_interval = config.Duration("stats.rollup_interval", 5s, 100ms, 1h);
+  s.rollup_window_interval = config.Duration("stats.rollup_window_interval", 60s, 0ms, 24h);
   // Input topics (defaults: the suite's names); their DLQs are <topic>.dlq.
   for (auto [key, topic] : {std::pair{"webhooks", &s.topics.webhooks}, std::pair{"dispatches", &s.topics.dispatches},
                             std::pair{"outcomes", &s.topics.outcomes}, std::pair{"results", &s.topics.results},
                             std::pair{"test_reports", &s.topics.test_reports},
                             std::pair{"cluster_events", &s.topics.cluster_events}}) {
     *topic = config.String(std::string("stats.topics.") + key, *topic);
+  }
+  // Records are converted by the topic they come from: one topic, one kind.
+  std::set<std::string> seen;
+  for (const std::string* t : {&s.topics.webhooks, &s.topics.dispatches, &s.topics.outcomes, &s.topics.results,
+                               &s.topics.test_reports, &s.topics.cluster_events}) {
+    if (!seen.insert(*t).second) config.Fail("stats.topics", "topic " + *t + " is named twice");
   }
   return s;
 }

@@ -90,7 +90,9 @@ struct ConsumerOptions {
   std::chrono::milliseconds retry_backoff_max{30'000};
   std::chrono::milliseconds commit_interval{1000};
   std::string auto_offset_reset = "earliest";
-  // Bound on records prefetched by librdkafka per partition, so memory is
+  // Bound on records prefetched by librdkafka (queued.max.messages.kbytes:
+  // for this high-level consumer, its one queue, whatever the number of
+  // partitions; a fetch response in flight comes on top), so memory is
   // bounded by configuration whatever the input volume.
   int64_t fetch_queue_kbytes = 16 * 1024;
   PartitionsAssigned on_assign;

@@ -10,7 +10,9 @@
 // well under stats.rollup_interval).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <set>
 
 #include "absl/status/statusor.h"
@@ -23,12 +25,15 @@ absl::Status MarkWindows(clickhouse::Client& client, const std::set<Window>& win
 
 struct RefreshResult {
   int windows = 0;      // recomputed
-  int64_t pending = 0;  // still marked after this round (more than max_windows)
+  int64_t pending = 0;  // still marked after this round (past max_windows, or computed too recently)
 };
 
-// Recomputes up to `max_windows` marked windows. `now_ms` is read once per
-// window, before it is computed.
+// Recomputes up to `max_windows` marked windows, skipping (for a later
+// round) any whose last computation began less than `min_interval` ago: a
+// window of a busy day (millions of rows, seconds to compute) is then
+// recomputed at most that often, however often batches mark it. `now_ms`
+// is read once per window, before it is computed.
 absl::StatusOr<RefreshResult> Refresh(clickhouse::Client& client, const std::function<int64_t()>& now_ms,
-                                      int max_windows);
+                                      int max_windows, std::chrono::milliseconds min_interval);
 
 }  // namespace relay::stats
