@@ -8,6 +8,7 @@
 // ClickHouse database, so tests sharing the servers do not see each other.
 #include <openssl/evp.h>
 
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <map>
@@ -452,7 +453,11 @@ TEST(StatsIt, MigrationsAppliedTwiceChangeNothing) {
   EXPECT_THAT(out, HasSubstr("nothing to apply"));
   EXPECT_EQ(s.Query(schema_sql), schema);
   EXPECT_EQ(s.Query("SELECT version, name, checksum FROM schema_migrations FINAL ORDER BY version"), ledger);
-  EXPECT_EQ(s.Count("SELECT count() FROM schema_migrations FINAL"), 2);
+  int64_t files = 0;
+  for (const auto& f : std::filesystem::directory_iterator(Env("RELAY_ROOT") + "/deploy/clickhouse/migrations")) {
+    files += f.path().extension() == ".sql";
+  }
+  EXPECT_EQ(s.Count("SELECT count() FROM schema_migrations FINAL"), files);
   // Going back is refused; a migration edited after it was applied is found.
   EXPECT_NE(s.Command("migrate --to 1", &out), 0);
   s.Query("INSERT INTO schema_migrations SELECT 1, '0001_tables.sql', 'edited', now() + 10");

@@ -3,9 +3,10 @@
 -- param: repo String
 -- param: limit UInt32 100
 --
--- From the test_daily rollup (never the raw per-test table). flaky_shas:
--- commits (per day) with both outcomes; rerun_passed: runs that passed
--- after a rerun. repo: one downstream repo, or '' for all.
+-- From the test_flaky_daily snapshots (each window's latest computation).
+-- flaky_commits: commits (per day) with both outcomes; passed_on_rerun:
+-- runs that passed after a rerun; runs and failed: on the days the test was
+-- flaky. repo: one downstream repo, or '' for all.
 SELECT
     repo,
     file,
@@ -13,12 +14,15 @@ SELECT
     name,
     sum(flaky_shas) AS flaky_commits,
     sum(rerun_passed) AS passed_on_rerun,
-    sum(runs) AS runs,
-    sum(failed) AS failed
-FROM test_daily FINAL
+    sum(runs) AS total_runs,
+    sum(failed) AS total_failed
+FROM test_flaky_daily
 WHERE day >= today() - {days:UInt32}
   AND ({repo:String} = '' OR repo = {repo:String})
-  AND (flaky_shas > 0 OR rerun_passed > 0)
+  AND (repo, day, computed_at_ms) IN
+      (SELECT repo, day, max(computed_at_ms) FROM test_flaky_daily
+       WHERE day >= today() - {days:UInt32} AND ({repo:String} = '' OR repo = {repo:String})
+       GROUP BY repo, day)
 GROUP BY repo, file, classname, name
 ORDER BY flaky_commits + passed_on_rerun DESC, repo, file, classname, name
 LIMIT {limit:UInt32}

@@ -18,14 +18,23 @@ FROM
         upstream_repo,
         head_sha,
         toDate(min(completed_at)) AS day,
-        countIf(conclusion != 'success' OR timed_out_by_sweeper = 1) AS failed_jobs
-    FROM crcr_workflow_job FINAL
-    WHERE status = 'completed'
-      AND completed_at >= now() - {days:UInt32} * 86400
-      AND conclusion NOT IN ('cancelled', 'skipped', 'neutral')
-      AND downstream_repo_level >= {min_level:UInt8}
-      AND head_sha != ''
-      AND ({upstream_repo:String} = '' OR upstream_repo = {upstream_repo:String})
+        countIf(class IN ('test_failure', 'infra_failure')) AS failed_jobs
+    FROM
+    (
+        SELECT upstream_repo, head_sha, completed_at,
+               multiIf(timed_out_by_sweeper = 1, 'infra_failure',
+                    conclusion = 'success', 'passed',
+                    conclusion = 'failure' AND failed_tests > 0, 'test_failure',
+                    conclusion IN ('failure', 'timed_out', 'startup_failure'), 'infra_failure',
+                    'excluded') AS class
+        FROM crcr_workflow_job FINAL
+        WHERE status = 'completed'
+          AND completed_at >= now() - {days:UInt32} * 86400
+          AND downstream_repo_level >= {min_level:UInt8}
+          AND head_sha != ''
+          AND ({upstream_repo:String} = '' OR upstream_repo = {upstream_repo:String})
+    ) AS jobs
+    WHERE class != 'excluded'
     GROUP BY upstream_repo, head_sha
 )
 GROUP BY upstream_repo, day

@@ -1,21 +1,26 @@
--- The slowest tests over the last {days} days, by mean duration, in seconds.
+-- The slowest tests over the last {days} days, by mean duration over runs not skipped, in seconds.
 -- param: repo String
 -- param: days UInt32 7
 -- param: limit UInt32 50
 --
--- From the test_daily rollup; repo '' = all downstream repos.
+-- From the test_slowest_daily snapshots: each day's 1,000 slowest tests
+-- per repo (its latest computation), so over several days a test is
+-- ranked by its days among those. repo '' = all downstream repos.
 SELECT
     repo,
     file,
     classname,
     name,
-    sum(runs) AS total_runs,
+    sum(runs) AS timed_runs,
     round(sum(duration_sum) / sum(runs), 3) AS mean_s,
     max(duration_max) AS max_s
-FROM test_daily FINAL
+FROM test_slowest_daily
 WHERE day >= today() - {days:UInt32}
   AND ({repo:String} = '' OR repo = {repo:String})
-  AND runs > 0
+  AND (repo, day, computed_at_ms) IN
+      (SELECT repo, day, max(computed_at_ms) FROM test_slowest_daily
+       WHERE day >= today() - {days:UInt32} AND ({repo:String} = '' OR repo = {repo:String})
+       GROUP BY repo, day)
 GROUP BY repo, file, classname, name
 ORDER BY mean_s DESC, repo, file, classname, name
 LIMIT {limit:UInt32}

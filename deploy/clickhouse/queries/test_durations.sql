@@ -4,13 +4,13 @@
 -- param: days UInt32 7
 -- param: limit UInt32 1000
 --
--- From the test_daily rollup; file '' = every file.
+-- From the test_daily rollup; file '' = every file. Means over runs not skipped.
 SELECT
     file,
     classname,
     name,
-    sum(runs) AS total_runs,
-    round(sum(duration_sum) / sum(runs), 3) AS mean_s,
+    sum(runs - skipped) AS timed_runs,
+    round(sum(duration_sum) / greatest(sum(runs - skipped), 1), 3) AS mean_s,
     max(duration_max) AS max_s
 FROM test_daily FINAL
 WHERE repo = {repo:String}

@@ -6,9 +6,10 @@
 -- queue time under 30 min; timeout rate under 1%; pass rate at least 90%.
 -- Promotion to L3 is judged over 14 days, demotion from L3 over 7
 -- (`relay-stats tier-report` runs both and gives the verdicts). A window
--- without completed jobs holds no evidence: its job rules fail. Jobs
--- cancelled or skipped are left out (nobody's signal); a job timed out by
--- the relay's sweeper counts as a timeout. level: at the repo's latest
+-- without completed jobs holds no evidence: its job rules fail. Jobs are
+-- classed as pass_rate classes them; the excluded ones (cancelled, skipped,
+-- neutral: nobody's signal) are left out; a job timed out by the relay's
+-- sweeper counts as a timeout. level: at the repo's latest
 -- dispatch; days_at_l2 in whole days.
 SELECT
     repo,
@@ -51,7 +52,7 @@ ANY LEFT JOIN
         countIf(e2e > 10800) / count() AS over_3h_share,
         avgIf(queue_time, isNotNull(queue_time)) AS mean_queue_s,
         countIf(conclusion = 'timed_out' OR timed_out_by_sweeper = 1) / count() AS timeout_rate,
-        countIf(conclusion = 'success') / count() AS pass_rate
+        countIf(class = 'passed') / count() AS pass_rate
     FROM
     (
         SELECT
@@ -59,14 +60,20 @@ ANY LEFT JOIN
             conclusion,
             timed_out_by_sweeper,
             queue_time,
+            -- as pass_rate classes jobs
+            multiIf(timed_out_by_sweeper = 1, 'infra_failure',
+                    conclusion = 'success', 'passed',
+                    conclusion = 'failure' AND failed_tests > 0, 'test_failure',
+                    conclusion IN ('failure', 'timed_out', 'startup_failure'), 'infra_failure',
+                    'excluded') AS class,
             if(dispatched_at > toDateTime(0) AND completed_at >= dispatched_at,
                toInt64(completed_at) - toInt64(dispatched_at),
                toInt64(ifNull(queue_time, 0) + ifNull(execution_time, 0))) AS e2e
         FROM crcr_workflow_job FINAL
         WHERE status = 'completed'
           AND completed_at >= now() - {days:UInt32} * 86400
-          AND conclusion NOT IN ('cancelled', 'skipped')
     )
+    WHERE class != 'excluded'
     GROUP BY downstream_repo
 ) AS jobs_window USING repo
 ORDER BY repo

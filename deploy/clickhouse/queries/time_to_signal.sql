@@ -3,8 +3,9 @@
 -- param: repo String
 --
 -- Start: when intake received the upstream delivery (webhook_deliveries);
--- when that row is missing (deliveries kept shorter than results), the
--- dispatch time. Completed jobs only.
+-- when that row is missing (the delivery reached another relay, or was
+-- never recorded), the dispatch time. First attempts only (a re-run keeps
+-- its delivery id and would be measured from the original webhook).
 SELECT
     downstream_repo,
     count() AS jobs,
@@ -22,16 +23,17 @@ FROM
         FROM crcr_workflow_job FINAL
         WHERE status = 'completed'
           AND completed_at >= now() - {days:UInt32} * 86400
+          AND dispatched_at > toDateTime(0)
           AND ({repo:String} = '' OR downstream_repo = {repo:String})
     ) AS jobs
     ANY LEFT JOIN
     (
         SELECT delivery_id, min(received_at) AS first_received_at
         FROM webhook_deliveries
-        WHERE received_at >= now() - ({days:UInt32} + 1) * 86400
+        WHERE delivery_id IN (SELECT delivery_id FROM crcr_workflow_job
+                              WHERE completed_at >= now() - {days:UInt32} * 86400)
         GROUP BY delivery_id
     ) AS deliveries USING delivery_id
-    WHERE if(first_received_at > toDateTime(0), first_received_at, dispatched_at) > toDateTime(0)
 )
 GROUP BY downstream_repo
 ORDER BY downstream_repo

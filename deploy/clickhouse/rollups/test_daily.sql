@@ -4,11 +4,15 @@
 -- param: version UInt64 0
 --
 -- Raw rows read with FINAL (a replayed row counts once). The totals are one
--- pass over the window; flakiness needs each run's upstream sha (from its
--- dispatch, by delivery id) and is computed only for the tests that failed
--- in the window: a test is flaky on a sha when it both passed and failed
--- there. version: when the computation began (ms), so the newest
--- computation replaces older ones.
+-- pass over the window; durations are summed as integer microseconds, so the
+-- sum does not depend on the order rows are added in. Flakiness needs each
+-- run's upstream sha (from its dispatch, by delivery id; only the window's
+-- deliveries are looked up) and is computed only for the tests
+-- that failed in the window: a test is flaky on a sha when it both passed
+-- and failed there. ALL INNER JOIN: every run of those tests meets its
+-- delivery's one sha (the right side is one row per delivery). version:
+-- when the computation began (ms), so the newest computation replaces older
+-- ones.
 INSERT INTO test_daily (day, repo, file, classname, name, runs, passed, failed, skipped, rerun_passed,
                         flaky_shas, duration_sum, duration_max, computed_at_ms)
 SELECT
@@ -23,7 +27,7 @@ FROM
         countIf(outcome IN ('failed', 'error')) AS failed,
         countIf(outcome = 'skipped') AS skipped,
         countIf(outcome = 'passed' AND reruns > 0) AS rerun_passed,
-        sum(duration) AS duration_sum,
+        sum(toUInt64(round(duration * 1000000))) / 1000000 AS duration_sum,
         max(duration) AS duration_max
     FROM test_results FINAL
     WHERE day = {day:Date} AND repo = {repo:String}
@@ -46,11 +50,13 @@ ANY LEFT JOIN
                   (SELECT file, classname, name FROM test_results
                    WHERE day = {day:Date} AND repo = {repo:String} AND outcome IN ('failed', 'error'))
         ) AS failing_tests
-        ANY INNER JOIN
+        ALL INNER JOIN
         (
-            SELECT delivery_id, any(head_sha) AS sha
+            SELECT delivery_id, min(head_sha) AS sha
             FROM dispatches FINAL
             WHERE downstream_repo = {repo:String} AND head_sha != ''
+              AND delivery_id IN (SELECT DISTINCT delivery_id FROM test_results
+                                  WHERE day = {day:Date} AND repo = {repo:String})
             GROUP BY delivery_id
         ) AS shas USING delivery_id
         GROUP BY file, classname, name, sha

@@ -10,7 +10,7 @@ SELECT
     count(),
     countIf(outcome IN ('failed', 'error')),
     countIf(outcome = 'skipped'),
-    sum(duration),
+    sum(toUInt64(round(duration * 1000000))) / 1000000,
     {version:UInt64}
 FROM test_results FINAL
 WHERE day = {day:Date} AND repo = {repo:String}

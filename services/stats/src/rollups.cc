@@ -33,36 +33,53 @@ absl::StatusOr<std::string> Run(clickhouse::Client& client, std::string_view nam
   return client.Query(sql, /*idempotent=*/true);
 }
 
+// Recomputes one window: test_daily first, then what is derived from it,
+// all with the same version; then records the computation.
+absl::Status ComputeWindow(clickhouse::Client& client, const std::string& kind, const std::string& day,
+                           const std::string& repo, int64_t from) {
+  if (kind == "tests") {
+    std::map<std::string, std::string> params = {{"day", day}, {"repo", repo}, {"version", std::to_string(from)}};
+    for (const char* statement : {"test_daily", "test_file_daily", "test_flaky_daily", "test_slowest_daily"}) {
+      auto r = Run(client, statement, params);
+      if (!r.ok()) return absl::Status(r.status().code(), absl::StrCat(statement, ": ", r.status().message()));
+    }
+  }
+  // Marks stamped up to kClockMarginMs before `from` by a clock running
+  // behind ours may concern rows this computation did not see: count them
+  // as newer, at the cost of at most one more computation.
+  return client
+      .Query(absl::StrCat("INSERT INTO rollup_state (kind, day, repo, computed_from_ms) VALUES (",
+                          clickhouse::Quote(kind), ", toDate(", clickhouse::Quote(day), "), ", clickhouse::Quote(repo),
+                          ", ", std::max<int64_t>(1, from - kClockMarginMs), ")"))
+      .status();
+}
+
 }  // namespace
 
 absl::StatusOr<RefreshResult> Refresh(clickhouse::Client& client, const std::function<int64_t()>& now_ms,
-                                      int max_windows, std::chrono::milliseconds min_interval) {
+                                      int max_windows, std::chrono::milliseconds min_interval,
+                                      const std::atomic<bool>* stop) {
   RELAY_ASSIGN_OR_RETURN(std::string tsv, Run(client, "pending_windows", {}));
-  std::vector<std::vector<std::string>> windows;
-  for (absl::string_view line : absl::StrSplit(tsv, '\n', absl::SkipEmpty())) {
-    windows.push_back(absl::StrSplit(line, '\t'));
-  }
   RefreshResult result;
-  for (const auto& w : windows) {
+  for (absl::string_view line : absl::StrSplit(tsv, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> w = absl::StrSplit(line, '\t');
     int64_t computed = 0;
     if (w.size() != 4 || !absl::SimpleAtoi(w[3], &computed)) {
       return absl::DataLossError("pending_windows: unreadable row");
     }
-    if (result.windows == max_windows || (computed > 0 && now_ms() - computed < min_interval.count())) {
+    bool stopping = stop && stop->load();
+    if (stopping || result.windows + result.failed == max_windows ||
+        (computed > 0 && now_ms() - computed < min_interval.count())) {
       ++result.pending;
       continue;
     }
-    // TabSeparated escapes \t, \n and \\ in strings; repo names have none of
-    // them (GitHub allows [A-Za-z0-9._-] and one '/').
-    int64_t from = now_ms();
-    if (w[0] == "tests") {
-      std::map<std::string, std::string> params = {{"day", w[1]}, {"repo", w[2]}, {"version", std::to_string(from)}};
-      RELAY_RETURN_IF_ERROR(Run(client, "test_daily", params).status());
-      RELAY_RETURN_IF_ERROR(Run(client, "test_file_daily", params).status());
+    // TabSeparated escapes \t, \n and \\ in strings; repo names have none
+    // of them (GitHub allows [A-Za-z0-9._-] and one '/').
+    if (absl::Status st = ComputeWindow(client, w[0], w[1], w[2], now_ms()); !st.ok()) {
+      ++result.failed;
+      result.last_error = absl::Status(st.code(), absl::StrCat(w[0], " ", w[1], " ", w[2], ": ", st.message()));
+      continue;
     }
-    RELAY_RETURN_IF_ERROR(client.Query(absl::StrCat(
-        "INSERT INTO rollup_state (kind, day, repo, computed_from_ms) VALUES (", clickhouse::Quote(w[0]),
-        ", toDate(", clickhouse::Quote(w[1]), "), ", clickhouse::Quote(w[2]), ", ", from, ")")).status());
     ++result.windows;
   }
   return result;

@@ -8,6 +8,7 @@
 #include <boost/url/params_view.hpp>
 #include <boost/url/parse_query.hpp>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -88,6 +89,15 @@ constexpr int64_t kMsPerDay = 86'400'000;
 constexpr int64_t kMaxDateTime = std::numeric_limits<uint32_t>::max();
 
 absl::Status Invalid(std::string_view what) { return absl::InvalidArgumentError(std::string(what)); }
+
+// Repository names as a key: GitHub treats owner/name case-insensitively,
+// and so do the allowlist and the collector, so every table stores them
+// lower-cased and joins and filters meet whatever case a source used.
+std::string RepoKey(std::string_view repo) {
+  std::string out(repo);
+  for (char& c : out) c = static_cast<char>(absl::ascii_tolower(static_cast<unsigned char>(c)));
+  return out;
+}
 
 // A time in ms since the epoch that a DateTime column can hold.
 absl::Status CheckMs(int64_t ms, std::string_view field) {
@@ -177,7 +187,7 @@ absl::Status WorkflowJobRow(const json::object& payload, const v1::WebhookRecord
                        static_cast<uint32_t>(Int(o, "number")), ss, sc});
     }
   }
-  std::string_view repo = w.repository();
+  std::string repo = RepoKey(w.repository());
   auto& r = out.For(kWorkflowJob);
   r.UInt64(static_cast<uint64_t>(id))
       .UInt64(static_cast<uint64_t>(Int(*job, "run_id")))
@@ -246,8 +256,8 @@ absl::Status WorkflowRunRow(const json::object& payload, const v1::WebhookRecord
       .DateTime(updated)
       .DateTime(run_started)
       .String(Str(*run, "html_url"))
-      .String(w.repository())
-      .String(head_repo ? Str(*head_repo, "full_name") : std::string_view());
+      .String(RepoKey(w.repository()))
+      .String(RepoKey(head_repo ? Str(*head_repo, "full_name") : std::string_view()));
   r.ArrayHeader(prs.size());
   for (uint64_t n : prs) r.UInt64(n);
   r.String(w.delivery_id())
@@ -293,7 +303,7 @@ absl::Status ConvertWebhook(std::string_view value, Rows& out) {
   r.String(w.delivery_id())
       .String(w.event())
       .String(w.action())
-      .String(w.repository())
+      .String(RepoKey(w.repository()))
       .Int64(w.repository_id())
       .Int64(w.installation_id())
       .DateTime(w.received_at_unix_ms() / 1000)
@@ -315,8 +325,8 @@ absl::Status ConvertDispatch(std::string_view value, Rows& out) {
   auto& r = out.For(kDispatches);
   r.String(d.request_id())
       .String(d.delivery_id())
-      .String(d.upstream_repo())
-      .String(d.downstream_repo())
+      .String(RepoKey(d.upstream_repo()))
+      .String(RepoKey(d.downstream_repo()))
       .UInt8(static_cast<uint8_t>(d.level()))
       .String(d.event())
       .String(d.action())
@@ -331,8 +341,8 @@ absl::Status ConvertDispatch(std::string_view value, Rows& out) {
   // Test rollups join dispatches for the upstream sha: windows of the
   // downstream repo around the dispatch are recomputed once it is known.
   int64_t day = d.dispatched_at_unix_ms() / kMsPerDay;
-  out.windows().insert({"tests", day, d.downstream_repo()});
-  out.windows().insert({"tests", day + 1, d.downstream_repo()});
+  out.windows().insert({"tests", day, RepoKey(d.downstream_repo())});
+  out.windows().insert({"tests", day + 1, RepoKey(d.downstream_repo())});
   return absl::OkStatus();
 }
 
@@ -345,7 +355,7 @@ absl::Status ConvertOutcome(std::string_view value, Rows& out) {
   auto& r = out.For(kGitHubOutcomes);
   r.String(o.request_id())
       .String(o.kind())
-      .String(o.repo())
+      .String(RepoKey(o.repo()))
       .String(o.endpoint())
       .Int32(o.http_status())
       .Int32(o.attempts())
@@ -386,8 +396,8 @@ absl::Status ConvertJobResult(std::string_view value, Rows& out) {
   auto& r = out.For(kJobResults);
   r.String(j.job_id())
       .String(t.status())
-      .String(t.verified_repo())
-      .String(or_reported(t.upstream_repo(), rep.upstream_repo()))
+      .String(RepoKey(t.verified_repo()))
+      .String(RepoKey(or_reported(t.upstream_repo(), rep.upstream_repo())))
       .Int64(t.pr_number() != 0 ? t.pr_number() : rep.pr_number())
       .String(or_reported(t.head_sha(), rep.head_sha()))
       .String(t.delivery_id())
@@ -437,12 +447,13 @@ absl::Status ConvertTestReport(std::string_view value, Rows& out) {
     if (c.reruns() < 0) return Invalid(absl::StrCat("test ", c.name(), ": negative reruns"));
   }
   int64_t day = b.uploaded_at_unix_ms() / kMsPerDay;
+  std::string repo = RepoKey(b.repo());
   auto& r = out.For(kTestResults);
   uint32_t idx = 0;
   for (const auto& c : b.cases()) {
     r.Date(day)
         .DateTime(b.uploaded_at_unix_ms() / 1000)
-        .String(b.repo())
+        .String(repo)
         .String(b.job_id())
         .String(b.delivery_id())
         .String(b.run_id())
@@ -461,7 +472,7 @@ absl::Status ConvertTestReport(std::string_view value, Rows& out) {
         .UInt64(static_cast<uint64_t>(b.uploaded_at_unix_ms()));
     r.EndRow();
   }
-  if (b.cases_size() > 0) out.windows().insert({"tests", day, b.repo()});
+  if (b.cases_size() > 0) out.windows().insert({"tests", day, repo});
   return absl::OkStatus();
 }
 
@@ -471,6 +482,9 @@ absl::Status ConvertClusterEvent(std::string_view value, Rows& out) {
   if (e.event_id().empty() || e.cluster_id().empty()) return Invalid("cluster event without event id or cluster id");
   RELAY_RETURN_IF_ERROR(CheckMs(e.at_unix_ms(), "at_unix_ms"));
   if (e.nodes() < 0) return Invalid("negative node count");
+  for (double v : {e.cluster_seconds(), e.node_seconds()}) {
+    if (!std::isfinite(v) || v < 0) return Invalid(absl::StrCat("usage seconds ", v, " is not a duration"));
+  }
   auto& r = out.For(kClusterEvents);
   r.String(e.event_id())
       .String(e.cluster_id())

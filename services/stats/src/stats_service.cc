@@ -210,14 +210,20 @@ class StatsService final : public service::Service {
   // --- periodic (host threads) ---------------------------------------------
 
   void RefreshRollups() {
-    auto r = Refresh(*refresher_, [this] { return clock_->UnixMillis(); }, 50, settings_.rollup_window_interval);
+    auto r = Refresh(*refresher_, [this] { return clock_->UnixMillis(); }, 50, settings_.rollup_window_interval,
+                     &stopping_);
     if (!r.ok()) {
       errors_.Add({{"code", ErrorLabel(r.status())}, {"op", "rollup"}}).Increment();
       log::Warn("rollup refresh failed", {{"error", std::string(r.status().message())}});
       return;
     }
+    if (r->failed > 0) {
+      errors_.Add({{"code", ErrorLabel(r->last_error)}, {"op", "rollup"}}).Increment(r->failed);
+      log::Warn("rollup windows failed; retried next round",
+                {{"windows", r->failed}, {"last_error", std::string(r->last_error.message())}});
+    }
     rollups_.Increment(r->windows);
-    rollups_pending_.Set(static_cast<double>(r->pending));
+    rollups_pending_.Set(static_cast<double>(r->pending + r->failed));
   }
 
   void CheckClickHouse() {
@@ -228,6 +234,16 @@ class StatsService final : public service::Service {
       health = absl::UnavailableError(absl::StrCat("clickhouse: ", version.status().message()));
     } else {
       schema_version_.Set(*version);
+      // Days are UTC days (computed here from UTC times); today() and
+      // toDate() in the dashboards use the server's zone.
+      if (auto tz = checker_->Query("SELECT timezone()"); tz.ok() && !tz_warned_) {
+        std::string zone(absl::StripAsciiWhitespace(*tz));
+        if (zone != "UTC" && zone != "Etc/UTC") {
+          log::Warn("ClickHouse does not run in UTC: dashboards' today() and day columns disagree near midnight",
+                    {{"timezone", zone}});
+        }
+        tz_warned_ = true;
+      }
       if (*version < LatestSchemaVersion()) {
         health = absl::FailedPreconditionError(absl::StrCat("schema at migration ", *version, ", this build needs ",
                                                             LatestSchemaVersion(), ": run relay-stats migrate"));
@@ -256,6 +272,7 @@ class StatsService final : public service::Service {
   std::atomic<bool> stopping_{false};
   Rows rows_;  // consumer thread only
 
+  bool tz_warned_ = false;  // host thread of CheckClickHouse only
   std::mutex health_mu_;
   absl::Status clickhouse_health_ = absl::UnavailableError("not checked yet");
 

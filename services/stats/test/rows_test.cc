@@ -2,6 +2,8 @@
 // and that a refused record adds nothing.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "relay/stats/rows.h"
 #include "relay/v1/cluster.pb.h"
 #include "relay/v1/collector.pb.h"
@@ -131,13 +133,17 @@ TEST(Rows, JobResultNeedsItsIdentityAndSaneNumbers) {
 TEST(Rows, DispatchMarksTheDownstreamWindowsItsShaCanReach) {
   v1::DispatchRecord d;
   d.set_request_id("r1");
-  d.set_downstream_repo("o/down");
+  d.set_downstream_repo("O/Down");  // as an allowlist may spell it
   d.set_level(3);
   d.set_dispatched_at_unix_ms(kNowMs);
   Rows rows;
   ASSERT_TRUE(ConvertDispatch(d.SerializeAsString(), rows).ok());
   EXPECT_EQ(rows.For(kDispatches).rows(), 1u);
   EXPECT_EQ(rows.windows().size(), 2u);
+  // Repository names are keys: stored lower-cased, as GitHub compares them.
+  EXPECT_EQ(rows.windows().begin()->repo, "o/down");
+  EXPECT_NE(rows.For(kDispatches).data().find("o/down"), std::string::npos);
+  EXPECT_EQ(rows.For(kDispatches).data().find("O/Down"), std::string::npos);
   d.set_level(300);
   EXPECT_FALSE(ConvertDispatch(d.SerializeAsString(), rows).ok());
 }
@@ -154,6 +160,11 @@ TEST(Rows, OutcomesAndClusterEvents) {
   ASSERT_TRUE(ConvertOutcome(o.SerializeAsString(), rows).ok());
   ASSERT_TRUE(ConvertClusterEvent(e.SerializeAsString(), rows).ok());
   EXPECT_EQ(rows.rows(), 2u);
+  e.set_cluster_seconds(std::nan(""));
+  EXPECT_FALSE(ConvertClusterEvent(e.SerializeAsString(), rows).ok());
+  e.set_cluster_seconds(-1);
+  EXPECT_FALSE(ConvertClusterEvent(e.SerializeAsString(), rows).ok());
+  e.set_cluster_seconds(1);
   e.set_cluster_id("");
   EXPECT_FALSE(ConvertClusterEvent(e.SerializeAsString(), rows).ok());
 }

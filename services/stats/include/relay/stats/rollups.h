@@ -10,6 +10,7 @@
 // well under stats.rollup_interval).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -25,15 +26,25 @@ absl::Status MarkWindows(clickhouse::Client& client, const std::set<Window>& win
 
 struct RefreshResult {
   int windows = 0;      // recomputed
+  int failed = 0;       // a statement failed: the window stays marked, retried next round
   int64_t pending = 0;  // still marked after this round (past max_windows, or computed too recently)
+  absl::Status last_error;
 };
+
+// How far before a computation's start its marks count as seen: marks are
+// stamped by the ingesting process's clock, computations by the
+// refresher's; with several instances their clocks must agree within this.
+inline constexpr int64_t kClockMarginMs = 5'000;
 
 // Recomputes up to `max_windows` marked windows, skipping (for a later
 // round) any whose last computation began less than `min_interval` ago: a
 // window of a busy day (millions of rows, seconds to compute) is then
-// recomputed at most that often, however often batches mark it. `now_ms`
-// is read once per window, before it is computed.
+// recomputed at most that often, however often batches mark it. A window
+// whose statements fail is counted and left marked; the others go on.
+// `now_ms` is read once per window, before it is computed; `stop` ends the
+// round early (shutdown).
 absl::StatusOr<RefreshResult> Refresh(clickhouse::Client& client, const std::function<int64_t()>& now_ms,
-                                      int max_windows, std::chrono::milliseconds min_interval);
+                                      int max_windows, std::chrono::milliseconds min_interval,
+                                      const std::atomic<bool>* stop = nullptr);
 
 }  // namespace relay::stats
