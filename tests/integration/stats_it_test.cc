@@ -6,8 +6,6 @@
 //
 // Each test has its own topics (stats.topics.*), consumer group and
 // ClickHouse database, so tests sharing the servers do not see each other.
-#include <openssl/evp.h>
-
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -21,6 +19,7 @@
 #include <boost/json.hpp>
 
 #include "relay/clickhouse/client.h"
+#include "relay/github/webhook_signature.h"
 #include "relay/kafka/consumer.h"
 #include "relay/kafka/producer.h"
 #include "relay/v1/cluster.pb.h"
@@ -60,10 +59,8 @@ std::string Trim(std::string s) {
 }
 
 std::string Sha256(std::string_view data) {
-  unsigned char d[32];
-  unsigned int n = 0;
-  EVP_Digest(data.data(), data.size(), d, &n, EVP_sha256(), nullptr);
-  return std::string(reinterpret_cast<char*>(d), n);
+  auto d = github::Sha256(data);
+  return std::string(reinterpret_cast<const char*>(d.data()), d.size());
 }
 
 // SQL of a file under deploy/clickhouse without its comment lines.

@@ -52,6 +52,13 @@ const std::set<std::string>& SuiteKeys() {
 using std::chrono::milliseconds;
 using namespace std::chrono_literals;
 
+bool FlushBefore(kafka::Producer& producer, std::chrono::steady_clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+  absl::Status flushed = producer.Flush(std::max(left, milliseconds(1000)));
+  if (!flushed.ok()) log::Error("producer flush incomplete", {{"error", std::string(flushed.message())}});
+  return flushed.ok();
+}
+
 CommonSettings ReadCommonSettings(Config& config) {
   CommonSettings s;
   if (auto st = http::ParseListenAddress(config.String("http.listen", "127.0.0.1:8080"), &s.http); !st.ok()) {

@@ -125,10 +125,7 @@ class CollectorService final : public service::Service {
     auto deadline = std::chrono::steady_clock::now() + budget;
     if (grpc_) grpc_->Shutdown(budget / 2);  // calls in progress finish first
     Stop();
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    absl::Status flushed = producer_->Flush(std::max(left, 1000ms));
-    if (!flushed.ok()) log::Error("producer flush incomplete", {{"error", std::string(flushed.message())}});
-    return flushed.ok();
+    return service::FlushBefore(*producer_, deadline);
   }
 
  private:

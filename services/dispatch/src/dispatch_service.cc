@@ -83,10 +83,7 @@ class DispatchService final : public service::Service {
   bool Drain(std::chrono::milliseconds budget) override {
     auto deadline = std::chrono::steady_clock::now() + budget;
     Stop();
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    absl::Status flushed = producer_->Flush(std::max(left, 1000ms));
-    if (!flushed.ok()) log::Error("producer flush incomplete", {{"error", std::string(flushed.message())}});
-    return flushed.ok();
+    return service::FlushBefore(*producer_, deadline);
   }
 
  private:

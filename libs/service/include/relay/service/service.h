@@ -102,6 +102,11 @@ class Service {
   virtual bool Drain(std::chrono::milliseconds budget) = 0;
 };
 
+// The last step of most Drains: flushes `producer` within what is left
+// until `deadline`, at least 1 s (records already accepted deserve a try),
+// and logs an incomplete flush. False when records were left unflushed.
+bool FlushBefore(kafka::Producer& producer, std::chrono::steady_clock::time_point deadline);
+
 // Starts the service on a runtime.
 using Starter = absl::AnyInvocable<absl::StatusOr<std::unique_ptr<Service>>(Runtime&)>;
 
