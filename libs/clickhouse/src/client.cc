@@ -138,7 +138,7 @@ absl::StatusOr<std::string> Client::Send(const std::string& query, std::string_v
   auto backoff = options_.retry_backoff;
   absl::Status last;
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
-    auto r = http_->Send(bhttp::verb::post, target, headers, std::string(body));
+    auto r = http_->Send(bhttp::verb::post, target, headers, body);  // sent from `body`, not copied
     if (r.ok() && r->status == 200) return std::move(r->body);
     bool may_repeat;
     if (!r.ok()) {

@@ -82,7 +82,7 @@ class ClientImpl final : public Client {
 
   absl::StatusOr<ClientResponse> Send(bhttp::verb method, const std::string& target,
                                       const std::map<std::string, std::string>& headers,
-                                      const std::string& body) override {
+                                      std::string_view body) override {
     if (connected_ && PeerClosed()) Reset();
     if (!connected_) {
       if (absl::Status s = Connect(); !s.ok()) {
@@ -90,11 +90,12 @@ class ClientImpl final : public Client {
         return s;
       }
     }
-    bhttp::request<bhttp::string_body> req{method, origin_.prefix + target, 11};
+    // span_body: the body is written from the caller's buffer, not copied.
+    bhttp::request<bhttp::span_body<const char>> req{method, origin_.prefix + target, 11};
     req.set(bhttp::field::host, origin_.host);
     req.set(bhttp::field::user_agent, options_.user_agent);
     for (const auto& [k, v] : headers) req.set(k, v);
-    req.body() = body;
+    req.body() = {body.data(), body.size()};
     req.keep_alive(true);
     req.prepare_payload();
 

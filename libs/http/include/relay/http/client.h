@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <boost/beast/http/verb.hpp>
 
@@ -48,9 +49,11 @@ class Client {
   // Errors: Unavailable for transport failures and timeouts, with
   // "after sending" in the message when the request may have reached the
   // server (its effect is then unknown); DeadlineExceeded is not used.
+  // `body` is sent from the caller's memory, not copied (a ClickHouse
+  // insert is tens of MB); it must stay valid until Send returns.
   virtual absl::StatusOr<ClientResponse> Send(boost::beast::http::verb method, const std::string& target,
                                               const std::map<std::string, std::string>& headers,
-                                              const std::string& body) = 0;
+                                              std::string_view body) = 0;
   // Closes the connection (the next Send opens a new one).
   virtual void Reset() = 0;
 };
