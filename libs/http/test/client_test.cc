@@ -41,6 +41,12 @@ class ClientTest : public ::testing::Test {
     ASSERT_TRUE(server.ok());
     server_ = std::move(*server);
   }
+  // The held responders go (answered 500) while the server lives, under the
+  // lock the server thread took to add them (TSan sees the order).
+  void TearDown() override {
+    std::lock_guard lock(mu_);
+    held_.clear();
+  }
   std::string Origin() { return "http://127.0.0.1:" + std::to_string(server_->port()); }
 
   prometheus::Registry registry_;
