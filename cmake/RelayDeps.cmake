@@ -15,6 +15,9 @@ pkg_check_modules(EXPAT REQUIRED IMPORTED_TARGET expat)
 # gRPC: Debian ships no CMake package for it, only pkg-config and the plugin.
 pkg_check_modules(GRPCPP REQUIRED IMPORTED_TARGET grpc++)
 find_program(GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
+# Server reflection (relay-lifecycle): a library of the same package with
+# no pkg-config file of its own.
+find_library(GRPCPP_REFLECTION grpc++_reflection REQUIRED)
 find_package(ZLIB REQUIRED)
 # tcmalloc for service binaries: glibc malloc was ~17% of intake's CPU at
 # saturation (buffers allocated on I/O threads, freed on Kafka's); tcmalloc

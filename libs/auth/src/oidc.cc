@@ -322,4 +322,33 @@ absl::StatusOr<OidcIdentity> OidcVerifier::Verify(std::string_view token) {
   return id;
 }
 
+OidcSettings ReadOidcSettings(Config& config, const std::string& prefix) {
+  OidcSettings s;
+  s.issuer = config.String(prefix + ".oidc.issuer", s.issuer);
+  s.audience = config.String(prefix + ".oidc.audience", "");
+  s.jwks_url = config.String(prefix + ".oidc.jwks_url", "");
+  s.jwks_file = config.String(prefix + ".oidc.jwks_file", "");
+  s.providers_file = config.String(prefix + ".providers_file", "");
+  if (!s.audience.empty() && s.jwks_url.empty() && s.jwks_file.empty()) s.jwks_url = s.issuer + "/.well-known/jwks";
+  return s;
+}
+
+absl::StatusOr<std::vector<OidcIssuer>> OidcIssuers(const OidcSettings& s) {
+  std::vector<OidcIssuer> issuers;
+  if (!s.audience.empty()) {
+    OidcIssuer i;
+    i.issuer = s.issuer;
+    i.audience = s.audience;
+    i.jwks_url = s.jwks_url;
+    i.jwks_file = s.jwks_file;
+    issuers.push_back(std::move(i));
+  }
+  if (!s.providers_file.empty()) {
+    auto more = LoadOidcProviders(s.providers_file);
+    if (!more.ok()) return more.status();
+    for (auto& i : *more) issuers.push_back(std::move(i));
+  }
+  return issuers;
+}
+
 }  // namespace relay::auth

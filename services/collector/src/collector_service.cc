@@ -166,19 +166,7 @@ class CollectorService final : public service::Service {
     RELAY_ASSIGN_OR_RETURN(allowlist_, allowlist::AllowlistFile::Open(s.allowlist_file, &metrics));
     RELAY_ASSIGN_OR_RETURN(auth::RelayTokenKeys keys, auth::RelayTokenKeys::Load(s.token_keys_file));
     keys_ = std::make_unique<auth::RelayTokenKeys>(std::move(keys));
-    std::vector<auth::OidcIssuer> issuers;
-    if (!s.oidc_audience.empty()) {
-      auth::OidcIssuer gha;
-      gha.issuer = s.oidc_issuer;
-      gha.audience = s.oidc_audience;
-      gha.jwks_url = s.oidc_jwks_url;
-      gha.jwks_file = s.oidc_jwks_file;
-      issuers.push_back(std::move(gha));
-    }
-    if (!s.providers_file.empty()) {
-      RELAY_ASSIGN_OR_RETURN(auto more, auth::LoadOidcProviders(s.providers_file));
-      for (auto& i : more) issuers.push_back(std::move(i));
-    }
+    RELAY_ASSIGN_OR_RETURN(std::vector<auth::OidcIssuer> issuers, auth::OidcIssuers(s.oidc));
     if (issuers.empty()) {
       return absl::InvalidArgumentError("no OIDC issuer: set collector.oidc.audience (and jwks) or collector.providers_file");
     }
@@ -858,15 +846,8 @@ absl::StatusOr<CollectorSettings> LoadSettings(Config& config, const service::Co
   s.allowlist_file = config.RequiredString("allowlist.file");
   s.allowlist_reload = config.Duration("allowlist.reload_interval", 10s, 100ms, 1h);
   s.token_keys_file = config.RequiredString("tokens.keys_file");
-  s.oidc_issuer = config.String("collector.oidc.issuer", "https://token.actions.githubusercontent.com");
-  s.oidc_audience = config.String("collector.oidc.audience", "");
-  s.oidc_jwks_url = config.String("collector.oidc.jwks_url", "");
-  s.oidc_jwks_file = config.String("collector.oidc.jwks_file", "");
-  s.providers_file = config.String("collector.providers_file", "");
-  if (!s.oidc_audience.empty() && s.oidc_jwks_url.empty() && s.oidc_jwks_file.empty()) {
-    s.oidc_jwks_url = s.oidc_issuer + "/.well-known/jwks";
-  }
-  if (s.oidc_audience.empty() && s.providers_file.empty()) {
+  s.oidc = auth::ReadOidcSettings(config, "collector");
+  if (s.oidc.audience.empty() && s.oidc.providers_file.empty()) {
     config.Fail("collector.oidc.audience", "required (the audience downstream workflows request), or set collector.providers_file");
   }
   s.allow_missing_relay_token = config.Bool("collector.allow_missing_relay_token", false);

@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "relay/auth/jwt.h"
 #include "relay/base/clock.h"
+#include "relay/base/config.h"
 
 namespace relay::auth {
 
@@ -72,6 +73,21 @@ struct OidcIdentity {
 //       repositories: {my-pipeline: my-org/my-repo}
 //       required_claims: {organization_slug: my-org}
 absl::StatusOr<std::vector<OidcIssuer>> LoadOidcProviders(const std::string& path);
+
+// What a service reads to know its issuers: one GitHub Actions-style issuer
+// (<prefix>.oidc.issuer, .audience, .jwks_url, .jwks_file; the JWKS URL
+// defaults to <issuer>/.well-known/jwks) and/or <prefix>.providers_file.
+// Collector and lifecycle read the same keys under their own prefix.
+struct OidcSettings {
+  std::string issuer = "https://token.actions.githubusercontent.com";
+  std::string audience;  // empty: no such issuer
+  std::string jwks_url;
+  std::string jwks_file;
+  std::string providers_file;
+};
+OidcSettings ReadOidcSettings(Config& config, const std::string& prefix);
+// Empty when neither the audience nor a providers file is set.
+absl::StatusOr<std::vector<OidcIssuer>> OidcIssuers(const OidcSettings& settings);
 
 class OidcVerifier {
  public:

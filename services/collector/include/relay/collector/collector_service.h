@@ -21,6 +21,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "relay/auth/oidc.h"
 #include "relay/base/config.h"
 #include "relay/collector/test_reports.h"
 #include "relay/kafka/producer.h"
@@ -49,11 +50,7 @@ struct CollectorSettings {
   std::string token_keys_file;
   // The GitHub Actions issuer (collector.oidc.*) and any others
   // (collector.providers_file).
-  std::string oidc_issuer = "https://token.actions.githubusercontent.com";
-  std::string oidc_audience;
-  std::string oidc_jwks_url;
-  std::string oidc_jwks_file;
-  std::string providers_file;
+  auth::OidcSettings oidc;
   // Legacy: accept callbacks without a relay token (downstream workflows
   // built for the reference relay, which had none). Off by default.
   bool allow_missing_relay_token = false;

@@ -1,0 +1,41 @@
+// relay-lifecycle: creates, watches and garbage-collects the clusters CI
+// runs on, behind an authenticated gRPC API (grpc_api.h), with its state in
+// Kafka (controller.h) and one active reconciler at a time (leader.h).
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "relay/auth/oidc.h"
+#include "relay/base/config.h"
+#include "relay/kafka/producer.h"
+#include "relay/lifecycle/controller.h"
+#include "relay/lifecycle/grpc_api.h"
+#include "relay/service/service.h"
+
+namespace relay::lifecycle {
+
+struct LifecycleSettings {
+  kafka::ProducerOptions kafka;
+  std::string group_id = "relay-lifecycle";        // the leader election's group
+  std::chrono::milliseconds leader_session_timeout{6000};
+  std::string grpc_listen = "127.0.0.1:7070";
+  std::string provider = "local";
+  std::string tokens_file;                         // service tokens (hashed)
+  auth::OidcSettings oidc;                         // lifecycle.oidc.*, lifecycle.providers_file
+  std::string oidc_team_claim = "repository_owner";
+  TlsOptions tls;
+  std::string pools_file;
+  std::string state_dir;                           // local provider: logs, work dirs, lock
+  std::string owner = "relay-lifecycle";           // the label on everything the provider starts
+  std::string leader_topic = "lifecycle.leader";
+  std::string webhooks_topic = "github.webhooks";  // runner pools read workflow_job from here
+  ControllerOptions controller;
+};
+
+absl::StatusOr<LifecycleSettings> LoadSettings(Config& config);
+
+service::Definition Definition();
+
+}  // namespace relay::lifecycle

@@ -1,0 +1,51 @@
+// The `local` provider, the embedded default: nodes and jobs are real
+// processes on this machine.
+//
+// Each node and each job is a session of its own (setsid), so stopping one
+// signals the whole session (kill(-sid), then a /proc sweep for members
+// that left the process group). Every process carries its owner label in
+// its environment:
+//   RELAY_LIFECYCLE_OWNER=<owner> RELAY_CLUSTER_ID=<id>
+//   RELAY_NODE_ID=<node> | RELAY_JOB_ID=<job>
+// which children inherit; Inventory reads /proc/<pid>/environ for it, so
+// an orphan sweep finds what the relay started even when the controller
+// that started it died before recording its pid. A pid is only ever
+// trusted together with its start time (/proc/<pid>/stat field 22), so a
+// reused pid is never mistaken for a node.
+//
+// Output goes to <state_dir>/logs/<cluster>/<node or job>.log, kept after
+// the cluster is gone (the pointers are in the cluster's record).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "relay/lifecycle/provider.h"
+
+namespace relay::lifecycle {
+
+struct LocalProviderOptions {
+  std::string state_dir;                // logs, work dirs and the lock file
+  std::string owner = "relay-lifecycle";  // the label; one per relay installation
+};
+
+std::unique_ptr<NodeProvider> NewLocalProvider(LocalProviderOptions options);
+
+// /proc helpers, shared with tests that check the process table.
+struct ProcInfo {
+  int64_t pid = 0;
+  int64_t sid = 0;
+  int64_t start_ticks = 0;
+  char state = '?';
+};
+// False when the process does not exist (or is unreadable).
+bool ReadProcStat(int64_t pid, ProcInfo& out);
+// Processes whose environment has RELAY_LIFECYCLE_OWNER=<owner>, zombies
+// excluded, with the value of every RELAY_* variable.
+struct LabelledProcess {
+  ProcInfo proc;
+  std::string cluster_id, node_id, job_id;
+};
+std::vector<LabelledProcess> FindLabelled(const std::string& owner);
+
+}  // namespace relay::lifecycle

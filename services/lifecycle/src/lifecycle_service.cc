@@ -1,0 +1,185 @@
+#include "relay/lifecycle/lifecycle_service.h"
+
+#include <openssl/rand.h>
+#include <unistd.h>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "relay/base/log.h"
+#include "relay/base/status.h"
+#include "relay/lifecycle/leader.h"
+#include "relay/lifecycle/local_provider.h"
+
+namespace relay::lifecycle {
+namespace {
+
+using namespace std::chrono_literals;
+
+class LifecycleService final : public service::Service {
+ public:
+  explicit LifecycleService(LifecycleSettings s) : s_(std::move(s)) {}
+
+  absl::Status Init(service::Runtime& runtime) {
+    auto& metrics = runtime.metrics();
+    // Who may call.
+    std::vector<auth::ServiceToken> tokens;
+    if (!s_.tokens_file.empty()) {
+      RELAY_ASSIGN_OR_RETURN(tokens, auth::LoadServiceTokens(s_.tokens_file));
+    }
+    std::unique_ptr<auth::OidcVerifier> oidc;
+    RELAY_ASSIGN_OR_RETURN(std::vector<auth::OidcIssuer> issuers, auth::OidcIssuers(s_.oidc));
+    if (!issuers.empty()) {
+      RELAY_ASSIGN_OR_RETURN(oidc, auth::OidcVerifier::New(std::move(issuers), {}, &runtime.clock()));
+      if (auto st = oidc->Prefetch(); !st.ok()) log::Warn("JWKS not loaded at start", {{"error", std::string(st.message())}});
+    }
+    RELAY_ASSIGN_OR_RETURN(callers_, auth::CallerAuthenticator::New(std::move(tokens), std::move(oidc), s_.oidc_team_claim));
+    if (callers_->oidc()) {
+      runtime.Every(60s, [this] {
+        if (auto st = callers_->oidc()->RefreshStale(); !st.ok()) log::Warn("JWKS refresh failed", {{"error", std::string(st.message())}});
+      });
+    }
+
+    RELAY_ASSIGN_OR_RETURN(producer_, runtime.factories().producer(s_.kafka, &metrics));
+    RELAY_ASSIGN_OR_RETURN(reader_, runtime.factories().reader(s_.kafka.bootstrap));
+    for (const std::string* t : {&s_.controller.clusters_topic, &s_.controller.events_topic, &s_.leader_topic}) {
+      if (auto n = reader_->Partitions(*t); !n.ok()) {
+        return absl::FailedPreconditionError("topic " + *t + ": " + std::string(n.status().message()) +
+                                             " (create it: deploy/kafka/topics.txt)");
+      }
+    }
+    if (auto n = reader_->Partitions(s_.leader_topic); n.ok() && *n != 1) {
+      return absl::FailedPreconditionError(absl::StrCat(s_.leader_topic, " has ", *n, " partitions; leadership needs exactly 1"));
+    }
+    provider_ = NewLocalProvider({s_.state_dir, s_.owner});
+    controller_ = std::make_unique<Controller>(s_.controller, provider_.get(), producer_.get(), reader_.get(),
+                                               &runtime.clock(), &metrics);
+    RELAY_ASSIGN_OR_RETURN(grpc_, GrpcApi::Start(s_.grpc_listen, s_.tls, controller_.get(), callers_.get(), &metrics));
+    log::Info("gRPC listening", {{"listen", s_.grpc_listen}, {"port", grpc_->port()}, {"tls", !s_.tls.cert_file.empty()}});
+    prometheus::BuildGauge()
+        .Name("relay_lifecycle_grpc_port")
+        .Help("The port the gRPC API listens on")
+        .Register(metrics)
+        .Add({})
+        .Set(grpc_->port());
+
+    LeaderOptions lo;
+    lo.bootstrap = s_.kafka.bootstrap;
+    lo.topic = s_.leader_topic;
+    lo.group_id = s_.group_id;
+    lo.session_timeout = s_.leader_session_timeout;
+    lo.heartbeat_interval = std::max<std::chrono::milliseconds>(s_.leader_session_timeout / 6, 100ms);
+    std::string nonce(4, '\0');
+    RAND_bytes(reinterpret_cast<unsigned char*>(nonce.data()), 4);
+    char host[256] = {0};
+    ::gethostname(host, sizeof host - 1);
+    lo.instance = absl::StrCat(host, ":", ::getpid(), ":", absl::BytesToHexString(nonce));
+    RELAY_ASSIGN_OR_RETURN(elector_, LeaderElector::Start(lo, LeaderCallbacks{
+                                                                  [this](int64_t epoch) {
+                                                                    RELAY_RETURN_IF_ERROR(controller_->TakeOver(epoch));
+                                                                    grpc_->SetServing(true);
+                                                                    return absl::OkStatus();
+                                                                  },
+                                                                  [this] {
+                                                                    grpc_->SetServing(false);
+                                                                    controller_->StepDown();
+                                                                  }}));
+    runtime.AddReadinessCheck("leader", [this]() -> absl::Status {
+      if (!controller_->leading()) {
+        absl::Status e = elector_->Health();
+        return absl::UnavailableError(e.ok() ? "standby (another instance leads)" : "standby: " + std::string(e.message()));
+      }
+      return controller_->Health();
+    });
+    runtime.AddReadinessCheck("kafka", [this]() -> absl::Status {
+      return producer_->Connected() ? absl::OkStatus() : absl::UnavailableError("no broker connection");
+    });
+    return absl::OkStatus();
+  }
+
+  bool Drain(std::chrono::milliseconds budget) override {
+    auto deadline = std::chrono::steady_clock::now() + budget;
+    // Leave the group first: a standby takes over at once. Clusters keep
+    // running; the next leader adopts them.
+    if (elector_) elector_->Stop();
+    if (controller_) controller_->StepDown();
+    if (grpc_) grpc_->Shutdown(budget / 4);
+    return !producer_ || service::FlushBefore(*producer_, deadline);
+  }
+
+ private:
+  LifecycleSettings s_;
+  std::unique_ptr<auth::CallerAuthenticator> callers_;
+  std::unique_ptr<kafka::Producer> producer_;
+  std::unique_ptr<kafka::TopicReader> reader_;
+  std::unique_ptr<NodeProvider> provider_;
+  std::unique_ptr<Controller> controller_;
+  std::unique_ptr<GrpcApi> grpc_;
+  std::unique_ptr<LeaderElector> elector_;
+};
+
+}  // namespace
+
+absl::StatusOr<LifecycleSettings> LoadSettings(Config& config) {
+  LifecycleSettings s;
+  s.kafka = service::ReadProducerOptions(config, "relay-lifecycle");
+  s.group_id = config.String("kafka.group_id", "relay-lifecycle");
+  s.leader_session_timeout = config.Duration("lifecycle.leader_session_timeout", 6s, 6s, 5min);
+  s.grpc_listen = config.String("grpc.listen", s.grpc_listen);
+  s.provider = config.String("lifecycle.provider", "local");
+  if (s.provider == "kubernetes") {
+    config.Fail("lifecycle.provider", "the kubernetes provider is not built yet (issue 9); use local");
+  } else if (s.provider != "local") {
+    config.Fail("lifecycle.provider", "'" + s.provider + "' is not local");
+  }
+  s.tokens_file = config.String("lifecycle.tokens_file", "");
+  s.oidc = auth::ReadOidcSettings(config, "lifecycle");
+  s.oidc_team_claim = config.String("lifecycle.oidc.team_claim", s.oidc_team_claim);
+  if (s.tokens_file.empty() && s.oidc.audience.empty() && s.oidc.providers_file.empty()) {
+    config.Fail("lifecycle.tokens_file", "required (or lifecycle.oidc.audience / lifecycle.providers_file): "
+                                         "the API refuses every call without credentials");
+  }
+  s.tls.cert_file = config.String("lifecycle.tls.cert_file", "");
+  s.tls.key_file = config.String("lifecycle.tls.key_file", "");
+  s.tls.client_ca_file = config.String("lifecycle.tls.client_ca_file", "");
+  if (s.tls.cert_file.empty() != s.tls.key_file.empty()) {
+    config.Fail("lifecycle.tls.cert_file", "set both lifecycle.tls.cert_file and lifecycle.tls.key_file, or neither");
+  }
+  if (!s.tls.client_ca_file.empty() && s.tls.cert_file.empty()) {
+    config.Fail("lifecycle.tls.client_ca_file", "client certificates need TLS (lifecycle.tls.cert_file)");
+  }
+  s.pools_file = config.String("lifecycle.pools_file", "");
+  s.state_dir = config.String("lifecycle.state_dir", "");
+  if (s.state_dir.empty()) config.Fail("lifecycle.state_dir", "required: where node logs, work dirs and the lock live");
+  s.owner = config.String("lifecycle.owner", s.owner);
+  if (s.owner.empty() || s.owner.size() > 64) config.Fail("lifecycle.owner", "1 to 64 characters");
+  s.leader_topic = config.String("lifecycle.topics.leader", s.leader_topic);
+  s.webhooks_topic = config.String("lifecycle.topics.webhooks", s.webhooks_topic);
+  auto& c = s.controller;
+  c.clusters_topic = config.String("lifecycle.topics.clusters", c.clusters_topic);
+  c.events_topic = config.String("lifecycle.topics.events", c.events_topic);
+  c.reconcile_interval = config.Duration("lifecycle.reconcile_interval", 1s, 10ms, 1min);
+  c.stop_grace = config.Duration("lifecycle.stop_grace", 10s, 0ms, 10min);
+  c.provision_timeout = config.Duration("lifecycle.provision_timeout", 5min, 1s, 24h);
+  c.usage_interval = config.Duration("lifecycle.usage_interval", 60s, 1s, 24h);
+  c.sweep_interval = config.Duration("lifecycle.sweep_interval", 30s, 100ms, 1h);
+  c.max_lifetime = std::chrono::duration_cast<std::chrono::seconds>(
+      config.Duration("lifecycle.max_lifetime", 7 * 24h, 1s, 365 * 24h));
+  c.max_nodes_per_group = static_cast<int>(config.Int("lifecycle.max_nodes_per_group", 64, 1, 10'000));
+  c.max_clusters_per_team = static_cast<int>(config.Int("lifecycle.max_clusters_per_team", 500, 1, 100'000));
+  c.write_timeout = std::max<std::chrono::milliseconds>(s.kafka.delivery_timeout * 2, 1s);
+  return s;
+}
+
+service::Definition Definition() {
+  return {"relay-lifecycle", [](Config& config, const service::CommonSettings&) -> absl::StatusOr<service::Starter> {
+            RELAY_ASSIGN_OR_RETURN(LifecycleSettings settings, LoadSettings(config));
+            return service::Starter([settings = std::move(settings)](service::Runtime& runtime) mutable
+                                        -> absl::StatusOr<std::unique_ptr<service::Service>> {
+              auto svc = std::make_unique<LifecycleService>(std::move(settings));
+              RELAY_RETURN_IF_ERROR(svc->Init(runtime));
+              return std::unique_ptr<service::Service>(std::move(svc));
+            });
+          }};
+}
+
+}  // namespace relay::lifecycle
