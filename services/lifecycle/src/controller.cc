@@ -563,7 +563,11 @@ absl::StatusOr<v1::Job> Controller::CancelJob(const auth::Caller& caller, const 
   RELAY_RETURN_IF_ERROR(PersistAndWait(lock, *c, {e}));
   wake_ = true;
   changed_.notify_all();
-  return GetJob(caller, cluster, job).value_or(v1::Job());
+  RELAY_ASSIGN_OR_RETURN(c, Find(caller, cluster));
+  for (const auto& j : c->jobs()) {
+    if (j.id() == job) return j;
+  }
+  return absl::NotFoundError("no job " + job + " on cluster " + cluster);
 }
 
 absl::StatusOr<std::optional<v1::Cluster>> Controller::WaitForChange(const auth::Caller& caller, const std::string& id,
@@ -744,6 +748,9 @@ bool Controller::Reconcile(v1::Cluster& c, std::vector<v1::ClusterEvent>& events
         j.set_state("CANCELLED");
         j.set_reason("the cluster is terminating");
         j.set_ended_at_ms(now);
+        v1::ClusterEvent e = Event(c, "job", "CANCELLED", "PENDING", j.reason());
+        e.set_job_id(j.id());
+        events.push_back(e);
         changed = true;
       } else if (j.state() == "RUNNING") {
         j.set_cancel_requested(true);
@@ -778,9 +785,9 @@ bool Controller::Reconcile(v1::Cluster& c, std::vector<v1::ClusterEvent>& events
         provider_errors_.Add({{"op", "cleanup"}}).Increment();
         log::Warn("cluster cleanup failed", {{"cluster", c.id()}, {"error", std::string(st.message())}});
       }
-      AddUsage(c, now, events);
       c.set_ended_at_ms(now);
       SetState(c, c.failure().empty() ? kTerminated : kFailed, c.failure().empty() ? c.reason() : c.failure(), events);
+      AddUsage(c, now, events);
       changed = true;
     }
     return changed || c.version() != before_version;
@@ -865,6 +872,9 @@ bool Controller::Reconcile(v1::Cluster& c, std::vector<v1::ClusterEvent>& events
         j.set_state("CANCELLED");
         j.set_reason("cancelled before it started");
         j.set_ended_at_ms(now);
+        v1::ClusterEvent e = Event(c, "job", "CANCELLED", "PENDING", j.reason());
+        e.set_job_id(j.id());
+        events.push_back(e);
         changed = true;
         continue;
       }

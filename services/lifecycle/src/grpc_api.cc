@@ -1,6 +1,5 @@
 #include "relay/lifecycle/grpc_api.h"
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
@@ -147,7 +146,6 @@ class Api final : public GrpcApi {
       creds = grpc::SslServerCredentials(ssl);
     }
     grpc::EnableDefaultHealthCheckService(true);
-    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     grpc::ServerBuilder builder;
     builder.AddListeningPort(listen, creds, &port_);
     builder.RegisterService(&service_);

@@ -39,7 +39,8 @@ std::string ReadSmallFile(const std::string& path) {
 // Signals every member of session `sid`: the process group first, then any
 // member that moved to a group of its own.
 void SignalSession(int64_t sid, int sig) {
-  if (sid <= 1) return;  // never the whole machine
+  // Never the whole machine, never the controller's own session.
+  if (sid <= 1 || sid == ::getsid(0)) return;
   ::kill(static_cast<pid_t>(-sid), sig);
   DIR* d = ::opendir("/proc");
   if (!d) return;
@@ -168,6 +169,7 @@ class LocalProvider final : public NodeProvider {
   }
 
   absl::Status Remove(const Owned& orphan) override {
+    if (orphan.sid == ::getsid(0) || orphan.pid == ::getpid()) return absl::OkStatus();
     ProcInfo p;
     if (!ReadProcStat(orphan.pid, p) || p.start_ticks != orphan.start_ticks) return absl::OkStatus();  // gone
     SignalSession(orphan.sid, SIGKILL);
@@ -200,7 +202,7 @@ class LocalProvider final : public NodeProvider {
       if (kv.rfind("RELAY_", 0) == 0) continue;  // the service's own settings (and secrets) stay here
       env_store.emplace_back(kv);
     }
-    env_store.push_back("RELAY_LIFECYCLE_OWNER=" + o_.owner);
+    env_store.push_back(std::string(kOwnerVariable) + "=" + o_.owner);
     env_store.push_back("RELAY_CLUSTER_ID=" + cluster.id());
     env_store.push_back("RELAY_TEAM=" + cluster.spec().team());
     for (const auto& [k, v] : labels) env_store.push_back(k + "=" + v);
@@ -288,7 +290,7 @@ bool ReadProcStat(int64_t pid, ProcInfo& out) {
 
 std::vector<LabelledProcess> FindLabelled(const std::string& owner) {
   std::vector<LabelledProcess> out;
-  const std::string mark = "RELAY_LIFECYCLE_OWNER=" + owner;
+  const std::string mark = std::string(kOwnerVariable) + "=" + owner;
   DIR* d = ::opendir("/proc");
   if (!d) return out;
   while (dirent* e = ::readdir(d)) {
@@ -308,6 +310,8 @@ std::vector<LabelledProcess> FindLabelled(const std::string& owner) {
       take("RELAY_JOB_ID=", l.job_id);
     }
     if (!mine || !ReadProcStat(pid, l.proc) || l.proc.state == 'Z') continue;
+    // Only what the provider started: a session of its own, never ours.
+    if (l.proc.sid == ::getsid(0) || (l.node_id.empty() && l.job_id.empty())) continue;
     out.push_back(std::move(l));
   }
   ::closedir(d);

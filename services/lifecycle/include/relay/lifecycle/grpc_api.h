@@ -1,7 +1,9 @@
 // relay-lifecycle's gRPC server: LifecycleApi (proto/relay/v1/lifecycle.proto)
 // on the controller, plus the standard health service (grpc.health.v1,
 // service "relay.v1.LifecycleApi" SERVING only on the leader) and server
-// reflection.
+// reflection (registered by main.cc, which alone links
+// libgrpc++_reflection: a test that links this library and carries its own
+// reflection client stubs would otherwise register the same proto twice).
 //
 // Every LifecycleApi call is authenticated first (CallerAuthenticator:
 // `authorization: Bearer` metadata), before its request is looked at; no

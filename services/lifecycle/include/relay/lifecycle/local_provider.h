@@ -5,8 +5,11 @@
 // signals the whole session (kill(-sid), then a /proc sweep for members
 // that left the process group). Every process carries its owner label in
 // its environment:
-//   RELAY_LIFECYCLE_OWNER=<owner> RELAY_CLUSTER_ID=<id>
+//   RELAY_OWNED_BY=<owner> RELAY_CLUSTER_ID=<id>
 //   RELAY_NODE_ID=<node> | RELAY_JOB_ID=<job>
+// (not RELAY_LIFECYCLE_OWNER: that is the setting, in the controller's own
+// environment; the controller's RELAY_* variables are not passed on, and
+// the controller's own session is never signalled).
 // which children inherit; Inventory reads /proc/<pid>/environ for it, so
 // an orphan sweep finds what the relay started even when the controller
 // that started it died before recording its pid. A pid is only ever
@@ -40,8 +43,9 @@ struct ProcInfo {
 };
 // False when the process does not exist (or is unreadable).
 bool ReadProcStat(int64_t pid, ProcInfo& out);
-// Processes whose environment has RELAY_LIFECYCLE_OWNER=<owner>, zombies
-// excluded, with the value of every RELAY_* variable.
+inline constexpr char kOwnerVariable[] = "RELAY_OWNED_BY";
+// Processes whose environment has RELAY_OWNED_BY=<owner> and a node or job
+// id, zombies and the caller's own session excluded.
 struct LabelledProcess {
   ProcInfo proc;
   std::string cluster_id, node_id, job_id;

@@ -1,0 +1,515 @@
+// relay-lifecycle on the real broker with the local provider: real
+// processes, checked against the OS process table. Each test has its own
+// owner label, state topic, leader topic and consumer group, so tests that
+// share the broker (and the machine) never see each other's clusters.
+#include <signal.h>
+
+#include <google/protobuf/descriptor.pb.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "reflection_subset.grpc.pb.h"
+#include "relay/auth/callers.h"
+#include "relay/base/clock.h"
+#include "relay/base/config.h"
+#include "relay/lifecycle/lifecycle_service.h"
+#include "relay/lifecycle/local_provider.h"
+#include "relay/service/host.h"
+#include "relay/v1/cluster.pb.h"
+#include "relay/v1/lifecycle.grpc.pb.h"
+#include "support/http_client.h"
+#include "support/kafka_admin.h"
+#include "support/subprocess.h"
+#include "support/topic_reader.h"
+
+namespace relay {
+namespace {
+
+using testing::Env;
+using testing::HttpClient;
+using testing::ReadFile;
+using testing::Subprocess;
+using testing::Unique;
+using namespace std::chrono_literals;
+
+constexpr char kMlToken[] = "it-ml-token-0123456789";
+constexpr char kVisionToken[] = "it-vision-token-0123456789";
+constexpr char kAdminToken[] = "it-admin-token-0123456789";
+
+template <typename Pred>
+bool WaitFor(Pred pred, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return pred();
+}
+
+// Labelled processes of `owner` by cluster id.
+std::map<std::string, std::vector<lifecycle::LabelledProcess>> ProcessTable(const std::string& owner) {
+  std::map<std::string, std::vector<lifecycle::LabelledProcess>> out;
+  for (auto& p : lifecycle::FindLabelled(owner)) out[p.cluster_id].push_back(p);
+  return out;
+}
+
+// Session leaders of a cluster's nodes (one per node).
+std::map<std::string, int64_t> NodeSessions(const std::string& owner, const std::string& cluster) {
+  std::map<std::string, int64_t> out;
+  for (auto& p : lifecycle::FindLabelled(owner)) {
+    if (p.cluster_id == cluster && !p.node_id.empty() && p.proc.pid == p.proc.sid) {
+      EXPECT_EQ(out.count(p.node_id), 0u) << "two processes for node " << p.node_id;
+      out[p.node_id] = p.proc.pid;
+    }
+  }
+  return out;
+}
+
+class LifecycleStack {
+ public:
+  explicit LifecycleStack(const std::string& name)
+      : dir_(Env("RELAY_IT_DIR") + "/lifecycle-" + name + "-" + Unique()),
+        owner_("it-" + name + "-" + Unique()),
+        clusters_topic_("it.lifecycle.clusters." + Unique()),
+        leader_topic_("it.lifecycle.leader." + Unique()),
+        group_("it-lifecycle-" + Unique()) {
+    testing::RunCommand("mkdir -p " + dir_);
+    std::ofstream(dir_ + "/tokens.yaml") << "tokens:\n"
+                                         << "  - {name: ml-ci, team: ml, sha256: " << auth::ServiceTokenDigest(kMlToken) << "}\n"
+                                         << "  - {name: vision-ci, team: vision, sha256: " << auth::ServiceTokenDigest(kVisionToken) << "}\n"
+                                         << "  - {name: ops, team: platform, role: admin, sha256: " << auth::ServiceTokenDigest(kAdminToken) << "}\n";
+    EXPECT_EQ(testing::CreateTopic(testing::FixtureBootstrap(), clusters_topic_, 3), "");
+    EXPECT_EQ(testing::CreateTopic(testing::FixtureBootstrap(), leader_topic_, 1), "");
+  }
+  ~LifecycleStack() {
+    procs_.clear();
+    // Whatever a test left running goes (a failed test must not leak).
+    for (auto& p : lifecycle::FindLabelled(owner_)) {
+      if (p.proc.sid > 1 && p.proc.sid != ::getsid(0)) ::kill(static_cast<pid_t>(-p.proc.sid), SIGKILL);
+    }
+  }
+
+  std::map<std::string, std::string> Env_() const {
+    return {{"RELAY_HTTP_LISTEN", "127.0.0.1:0"},
+            {"RELAY_HTTP_DRAIN_DELAY", "0s"},
+            {"RELAY_KAFKA_BOOTSTRAP", testing::FixtureBootstrap()},
+            {"RELAY_KAFKA_GROUP_ID", group_},
+            {"RELAY_GRPC_LISTEN", "127.0.0.1:0"},
+            {"RELAY_LIFECYCLE_TOKENS_FILE", dir_ + "/tokens.yaml"},
+            {"RELAY_LIFECYCLE_STATE_DIR", dir_ + "/state"},
+            {"RELAY_LIFECYCLE_OWNER", owner_},
+            {"RELAY_LIFECYCLE_TOPICS_CLUSTERS", clusters_topic_},
+            {"RELAY_LIFECYCLE_TOPICS_LEADER", leader_topic_},
+            {"RELAY_LIFECYCLE_RECONCILE_INTERVAL", "200ms"},
+            {"RELAY_LIFECYCLE_SWEEP_INTERVAL", "1s"},
+            {"RELAY_LIFECYCLE_STOP_GRACE", "2s"}};
+  }
+
+  // Starts instance n; returns its HTTP port (0 if it did not start).
+  uint16_t Start(int n, std::map<std::string, std::string> extra = {}) {
+    std::string port_file = dir_ + "/lifecycle" + std::to_string(n) + ".port";
+    std::remove(port_file.c_str());
+    auto env = Env_();
+    for (auto& [k, v] : extra) env[k] = v;
+    procs_[n] = std::make_unique<Subprocess>(std::vector<std::string>{Env("RELAY_IT_LIFECYCLE_BIN"), "--port-file", port_file},
+                                             env, dir_ + "/lifecycle" + std::to_string(n) + ".log");
+    if (!testing::WaitForFile(port_file, 30s)) return 0;
+    ports_[n] = static_cast<uint16_t>(std::stoi(ReadFile(port_file)));
+    return ports_[n];
+  }
+  bool Leading(int n) { return testing::MetricValue(ports_[n], "relay_lifecycle_leader") == 1; }
+  bool WaitLeading(int n, std::chrono::milliseconds timeout = 60s) {
+    return WaitFor([&] { return Leading(n) && HttpClient("127.0.0.1", ports_[n]).Get("/readyz").status == 200; }, timeout);
+  }
+  std::string GrpcAddress(int n) {
+    return "127.0.0.1:" + std::to_string(static_cast<int>(testing::MetricValue(ports_[n], "relay_lifecycle_grpc_port")));
+  }
+  std::unique_ptr<v1::LifecycleApi::Stub> Stub(int n) {
+    return v1::LifecycleApi::NewStub(grpc::CreateChannel(GrpcAddress(n), grpc::InsecureChannelCredentials()));
+  }
+  Subprocess& proc(int n) { return *procs_[n]; }
+  std::string Log(int n) { return ReadFile(dir_ + "/lifecycle" + std::to_string(n) + ".log"); }
+  const std::string& owner() const { return owner_; }
+  const std::string& dir() const { return dir_; }
+  const std::string& clusters_topic() const { return clusters_topic_; }
+
+ private:
+  std::string dir_, owner_, clusters_topic_, leader_topic_, group_;
+  std::map<int, std::unique_ptr<Subprocess>> procs_;
+  std::map<int, uint16_t> ports_;
+};
+
+std::unique_ptr<grpc::ClientContext> As(const std::string& token, std::chrono::milliseconds timeout = 30s) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
+  ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+  return ctx;
+}
+
+v1::CreateClusterRequest CommandCluster(int nodes, const std::string& request_id = "", int64_t idle_ttl = 0) {
+  v1::CreateClusterRequest r;
+  r.set_request_id(request_id);
+  auto* s = r.mutable_spec();
+  s->set_kind("command");
+  s->set_idle_ttl_seconds(idle_ttl);
+  auto* g = s->add_node_groups();
+  g->set_name("workers");
+  g->set_count(nodes);
+  // A node that ignores nothing: sleep dies on SIGTERM.
+  g->add_command("sleep");
+  g->add_command("600");
+  return r;
+}
+
+// Waits (WatchCluster) until the cluster is in one of `states`.
+std::string WaitState(v1::LifecycleApi::Stub& stub, const std::string& token, const std::string& id,
+                      std::set<std::string> states, std::chrono::milliseconds timeout = 60s) {
+  auto ctx = As(token, timeout);
+  v1::WatchClusterRequest req;
+  req.set_id(id);
+  auto reader = stub.WatchCluster(ctx.get(), req);
+  v1::Cluster c;
+  std::string last;
+  while (reader->Read(&c)) {
+    last = c.state();
+    if (states.count(last)) {
+      ctx->TryCancel();
+      break;
+    }
+  }
+  reader->Finish();
+  return last;
+}
+
+v1::Cluster GetCluster(v1::LifecycleApi::Stub& stub, const std::string& token, const std::string& id) {
+  v1::GetClusterRequest req;
+  req.set_id(id);
+  v1::Cluster out;
+  auto st = stub.GetCluster(As(token).get(), req, &out);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  return out;
+}
+
+// ------------------------------------------------------------------ tests
+
+TEST(LifecycleIt, EveryRpcWithoutCredentialsIsRefused) {
+  LifecycleStack stack("auth");
+  ASSERT_NE(stack.Start(1), 0);
+  ASSERT_TRUE(stack.WaitLeading(1)) << stack.Log(1);
+  auto channel = grpc::CreateChannel(stack.GrpcAddress(1), grpc::InsecureChannelCredentials());
+
+  // The methods, from the server's own reflection service.
+  auto reflection = grpc::reflection::v1alpha::ServerReflection::NewStub(channel);
+  grpc::ClientContext rctx;
+  auto stream = reflection->ServerReflectionInfo(&rctx);
+  grpc::reflection::v1alpha::ServerReflectionRequest list;
+  list.set_list_services("*");
+  ASSERT_TRUE(stream->Write(list));
+  grpc::reflection::v1alpha::ServerReflectionResponse listed;
+  ASSERT_TRUE(stream->Read(&listed));
+  std::set<std::string> services;
+  for (const auto& s : listed.list_services_response().service()) services.insert(s.name());
+  EXPECT_TRUE(services.count("relay.v1.LifecycleApi"));
+  EXPECT_TRUE(services.count("grpc.health.v1.Health"));
+  std::vector<std::string> methods;
+  for (const std::string& service : services) {
+    if (service.rfind("relay.", 0) != 0) continue;  // relay's services; health and reflection are open by design
+    grpc::reflection::v1alpha::ServerReflectionRequest file;
+    file.set_file_containing_symbol(service);
+    ASSERT_TRUE(stream->Write(file));
+    grpc::reflection::v1alpha::ServerReflectionResponse got;
+    ASSERT_TRUE(stream->Read(&got));
+    for (const auto& bytes : got.file_descriptor_response().file_descriptor_proto()) {
+      google::protobuf::FileDescriptorProto fd;
+      ASSERT_TRUE(fd.ParseFromString(bytes));
+      for (const auto& s : fd.service()) {
+        if (fd.package() + "." + s.name() != service) continue;
+        for (const auto& m : s.method()) methods.push_back("/" + service + "/" + m.name());
+      }
+    }
+  }
+  stream->WritesDone();
+  stream->Finish();
+  // The server lists what this build compiled: every method, none hidden.
+  const auto* compiled = v1::Cluster::descriptor()->file()->FindServiceByName("LifecycleApi");
+  ASSERT_NE(compiled, nullptr);
+  ASSERT_EQ(methods.size(), static_cast<size_t>(compiled->method_count()));
+  ASSERT_GE(methods.size(), 10u);
+
+  // Each one, called with no credentials and with a wrong token, with an
+  // empty request: refused before the request is looked at.
+  grpc::GenericStub generic(channel);
+  grpc::CompletionQueue cq;
+  for (const std::string& method : methods) {
+    for (const std::string& token : std::vector<std::string>{"", "not-a-token", std::string(kMlToken) + "x"}) {
+      grpc::ClientContext ctx;
+      if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+      ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+      grpc::ByteBuffer request, response;
+      grpc::Slice empty("");
+      request = grpc::ByteBuffer(&empty, 1);
+      auto call = generic.PrepareUnaryCall(&ctx, method, request, &cq);
+      call->StartCall();
+      grpc::Status status;
+      call->Finish(&response, &status, reinterpret_cast<void*>(1));
+      void* tag;
+      bool ok;
+      ASSERT_TRUE(cq.Next(&tag, &ok));
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << method << " token='" << token << "'";
+    }
+  }
+  cq.Shutdown();
+  // Nothing was created.
+  auto stub = stack.Stub(1);
+  v1::ListClustersRequest all;
+  all.set_include_ended(true);
+  v1::ListClustersResponse listed_clusters;
+  ASSERT_TRUE(stub->ListClusters(As(kAdminToken).get(), all, &listed_clusters).ok());
+  EXPECT_EQ(listed_clusters.clusters_size(), 0);
+}
+
+TEST(LifecycleIt, CreateScaleJobsAndDeleteWithRealProcesses) {
+  LifecycleStack stack("crud");
+  ASSERT_NE(stack.Start(1), 0);
+  ASSERT_TRUE(stack.WaitLeading(1)) << stack.Log(1);
+  auto stub = stack.Stub(1);
+
+  v1::Cluster created;
+  ASSERT_TRUE(stub->CreateCluster(As(kMlToken).get(), CommandCluster(2, "crud-1"), &created).ok());
+  EXPECT_EQ(created.spec().team(), "ml");
+  EXPECT_EQ(WaitState(*stub, kMlToken, created.id(), {"IDLE", "FAILED"}), "IDLE") << stack.Log(1);
+  EXPECT_EQ(NodeSessions(stack.owner(), created.id()).size(), 2u);
+  v1::Cluster again;
+  ASSERT_TRUE(stub->CreateCluster(As(kMlToken).get(), CommandCluster(2, "crud-1"), &again).ok());
+  EXPECT_EQ(again.id(), created.id()) << "the same request_id is the same cluster";
+
+  // Another team cannot see or touch it.
+  v1::GetClusterRequest get;
+  get.set_id(created.id());
+  v1::Cluster out;
+  EXPECT_EQ(stub->GetCluster(As(kVisionToken).get(), get, &out).error_code(), grpc::StatusCode::NOT_FOUND);
+  v1::DeleteClusterRequest del;
+  del.set_id(created.id());
+  EXPECT_EQ(stub->DeleteCluster(As(kVisionToken).get(), del, &out).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(NodeSessions(stack.owner(), created.id()).size(), 2u);
+
+  // Scale up, then down.
+  v1::ScaleClusterRequest scale;
+  scale.set_id(created.id());
+  scale.set_node_group("workers");
+  scale.set_count(3);
+  ASSERT_TRUE(stub->ScaleCluster(As(kMlToken).get(), scale, &out).ok());
+  EXPECT_TRUE(WaitFor([&] { return NodeSessions(stack.owner(), created.id()).size() == 3; }, 20s));
+  scale.set_count(1);
+  ASSERT_TRUE(stub->ScaleCluster(As(kMlToken).get(), scale, &out).ok());
+  EXPECT_TRUE(WaitFor([&] { return NodeSessions(stack.owner(), created.id()).size() == 1; }, 20s));
+
+  // Jobs: output kept in a log file, exit codes, cancellation.
+  auto submit = [&](const std::string& entry) {
+    v1::SubmitJobRequest req;
+    req.set_cluster_id(created.id());
+    req.set_entrypoint(entry);
+    v1::Job job;
+    EXPECT_TRUE(stub->SubmitJob(As(kMlToken).get(), req, &job).ok());
+    return job.id();
+  };
+  auto wait_job = [&](const std::string& job_id) {
+    v1::Job job;
+    WaitFor(
+        [&] {
+          v1::GetJobRequest req;
+          req.set_cluster_id(created.id());
+          req.set_job_id(job_id);
+          job.Clear();
+          return stub->GetJob(As(kMlToken).get(), req, &job).ok() && job.state() != "PENDING" && job.state() != "RUNNING";
+        },
+        30s);
+    return job;
+  };
+  std::string ok = submit("echo hello from $RELAY_JOB_ID");
+  std::string bad = submit("echo failing >&2; exit 3");
+  std::string slow = submit("sleep 600");
+  v1::Job ok_job = wait_job(ok), bad_job = wait_job(bad);
+  EXPECT_EQ(ok_job.state(), "SUCCEEDED");
+  EXPECT_EQ(ok_job.exit_code(), 0);
+  EXPECT_EQ(ReadFile(ok_job.log_path()), "hello from " + ok + "\n");
+  EXPECT_EQ(bad_job.state(), "FAILED");
+  EXPECT_EQ(bad_job.exit_code(), 3);
+  EXPECT_EQ(ReadFile(bad_job.log_path()), "failing\n");
+  EXPECT_EQ(GetCluster(*stub, kMlToken, created.id()).state(), "RUNNING") << "a job runs";
+  v1::CancelJobRequest cancel;
+  cancel.set_cluster_id(created.id());
+  cancel.set_job_id(slow);
+  v1::Job cancelled;
+  ASSERT_TRUE(stub->CancelJob(As(kMlToken).get(), cancel, &cancelled).ok());
+  EXPECT_EQ(wait_job(slow).state(), "CANCELLED");
+  EXPECT_EQ(WaitState(*stub, kMlToken, created.id(), {"IDLE"}), "IDLE");
+
+  // Delete: every process of the cluster goes; its history stays.
+  ASSERT_TRUE(stub->DeleteCluster(As(kMlToken).get(), del, &out).ok());
+  EXPECT_EQ(WaitState(*stub, kMlToken, created.id(), {"TERMINATED", "FAILED"}), "TERMINATED");
+  EXPECT_EQ(ProcessTable(stack.owner()).count(created.id()), 0u) << "no process of the cluster is left";
+  v1::Cluster ended = GetCluster(*stub, kMlToken, created.id());
+  EXPECT_EQ(ended.jobs_size(), 3);
+  EXPECT_FALSE(ended.nodes(0).log_path().empty());
+  v1::ListJobsRequest lj;
+  lj.set_cluster_id(created.id());
+  v1::ListJobsResponse jobs;
+  ASSERT_TRUE(stub->ListJobs(As(kMlToken).get(), lj, &jobs).ok());
+  EXPECT_EQ(jobs.jobs_size(), 3);
+
+  // The event log has the whole story, usage included.
+  std::string error;
+  std::set<std::string> seen;
+  double node_seconds = 0;
+  for (const auto& r : testing::ReadTopic(testing::FixtureBootstrap(), "cluster.events", 30s, &error)) {
+    v1::ClusterEvent e;
+    if (!e.ParseFromString(r.value) || e.cluster_id() != created.id()) continue;
+    seen.insert(e.kind() + ":" + e.state());
+    node_seconds += e.node_seconds();
+  }
+  for (const char* want : {"request:REQUESTED", "cluster:PROVISIONING", "cluster:RUNNING", "cluster:IDLE",
+                           "cluster:TERMINATING", "cluster:TERMINATED", "job:SUCCEEDED", "job:FAILED", "job:CANCELLED",
+                           "node:RUNNING", "node:EXITED", "usage:TERMINATED"}) {
+    EXPECT_TRUE(seen.count(want)) << want << " in " << ::testing::PrintToString(seen);
+  }
+  EXPECT_GT(node_seconds, 0);
+}
+
+// The service in this process, on a fake clock: an idle cluster is torn
+// down once the clock passes its idle TTL, not before.
+TEST(LifecycleIt, IdleClustersAreCollectedOnAnInjectedClock) {
+  LifecycleStack stack("idle");
+  auto env = stack.Env_();
+  env["RELAY_LIFECYCLE_LEADER_SESSION_TIMEOUT"] = "6s";
+  auto config = Config::Load("", env);
+  ASSERT_TRUE(config.ok());
+  FakeClock clock;
+  service::Factories factories;
+  factories.clock = &clock;
+  auto host = service::Host::Start(lifecycle::Definition(), std::move(*config), factories);
+  ASSERT_TRUE(host.ok()) << host.status();
+  uint16_t port = (*host)->port();
+  ASSERT_TRUE(WaitFor([&] { return testing::MetricValue(port, "relay_lifecycle_leader") == 1; }, 60s));
+  auto stub = v1::LifecycleApi::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(static_cast<int>(testing::MetricValue(port, "relay_lifecycle_grpc_port"))),
+      grpc::InsecureChannelCredentials()));
+  v1::Cluster c;
+  ASSERT_TRUE(stub->CreateCluster(As(kMlToken).get(), CommandCluster(1, "", /*idle_ttl=*/300), &c).ok());
+  ASSERT_EQ(WaitState(*stub, kMlToken, c.id(), {"IDLE"}), "IDLE");
+  clock.Advance(299s);
+  std::this_thread::sleep_for(1s);  // several passes
+  EXPECT_EQ(GetCluster(*stub, kMlToken, c.id()).state(), "IDLE");
+  EXPECT_EQ(NodeSessions(stack.owner(), c.id()).size(), 1u);
+  clock.Advance(2s);
+  EXPECT_EQ(WaitState(*stub, kMlToken, c.id(), {"TERMINATED"}, 30s), "TERMINATED");
+  v1::Cluster ended = GetCluster(*stub, kMlToken, c.id());
+  EXPECT_NE(ended.reason().find("idle"), std::string::npos) << ended.reason();
+  EXPECT_EQ(ProcessTable(stack.owner()).count(c.id()), 0u);
+  EXPECT_TRUE((*host)->Shutdown());
+}
+
+// SIGKILL right after clusters were requested (mid-provisioning), then a
+// new controller: every cluster converges, each node exactly once, and no
+// process is left that no cluster wants.
+TEST(LifecycleIt, KilledDuringProvisioningConvergesWithoutOrphansOrDuplicates) {
+  LifecycleStack stack("crash");
+  ASSERT_NE(stack.Start(1), 0);
+  ASSERT_TRUE(stack.WaitLeading(1)) << stack.Log(1);
+  auto stub = stack.Stub(1);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 6; ++i) {
+    v1::Cluster c;
+    ASSERT_TRUE(stub->CreateCluster(As(kMlToken).get(), CommandCluster(3), &c).ok());
+    ids.push_back(c.id());
+  }
+  stack.proc(1).Signal(SIGKILL);
+  ASSERT_EQ(stack.proc(1).Wait(10s), 128 + SIGKILL);
+  // Whatever it had started survives it (nodes are sessions of their own).
+  ASSERT_NE(stack.Start(2), 0);
+  ASSERT_TRUE(stack.WaitLeading(2, 90s)) << stack.Log(2);
+  auto stub2 = stack.Stub(2);
+  for (const auto& id : ids) {
+    EXPECT_EQ(WaitState(*stub2, kMlToken, id, {"IDLE", "FAILED"}), "IDLE") << stack.Log(2);
+    auto sessions = NodeSessions(stack.owner(), id);
+    EXPECT_EQ(sessions.size(), 3u) << id;
+    v1::Cluster c = GetCluster(*stub2, kMlToken, id);
+    std::set<int64_t> recorded;
+    for (const auto& n : c.nodes()) {
+      if (n.state() == "RUNNING") recorded.insert(n.pid());
+    }
+    std::set<int64_t> running;
+    for (auto& [node, pid] : sessions) running.insert(pid);
+    EXPECT_EQ(recorded, running) << "the record names exactly the processes that run";
+  }
+  auto table = ProcessTable(stack.owner());
+  for (const auto& [cluster, procs] : table) {
+    EXPECT_TRUE(std::find(ids.begin(), ids.end(), cluster) != ids.end()) << "orphan of " << cluster;
+  }
+  for (const auto& id : ids) {
+    v1::DeleteClusterRequest del;
+    del.set_id(id);
+    v1::Cluster out;
+    ASSERT_TRUE(stub2->DeleteCluster(As(kMlToken).get(), del, &out).ok());
+  }
+  for (const auto& id : ids) EXPECT_EQ(WaitState(*stub2, kMlToken, id, {"TERMINATED"}), "TERMINATED");
+  EXPECT_TRUE(WaitFor([&] { return ProcessTable(stack.owner()).empty(); }, 10s)) << "nothing leaks";
+}
+
+// Two instances: never both leading; the standby refuses calls; SIGKILL
+// the leader and the standby takes over within seconds, adopting the
+// clusters without starting their nodes again.
+TEST(LifecycleIt, OneLeaderAtATimeAndTheStandbyTakesOver) {
+  LifecycleStack stack("leader");
+  ASSERT_NE(stack.Start(1), 0);
+  ASSERT_TRUE(stack.WaitLeading(1)) << stack.Log(1);
+  ASSERT_NE(stack.Start(2), 0);
+  // Let the second join the group and the leadership settle.
+  ASSERT_TRUE(WaitFor([&] { return stack.Log(2).find("gRPC listening") != std::string::npos; }, 30s));
+  int leader = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        bool a = stack.Leading(1), b = stack.Leading(2);
+        leader = a ? 1 : b ? 2 : 0;
+        return a != b;
+      },
+      60s));
+  int standby = 3 - leader;
+  for (int i = 0; i < 30; ++i) {
+    ASSERT_FALSE(stack.Leading(1) && stack.Leading(2)) << "two leaders";
+    std::this_thread::sleep_for(100ms);
+  }
+  leader = stack.Leading(1) ? 1 : 2;
+  standby = 3 - leader;
+  auto stub = stack.Stub(leader);
+  v1::Cluster c;
+  ASSERT_TRUE(stub->CreateCluster(As(kMlToken).get(), CommandCluster(2), &c).ok());
+  ASSERT_EQ(WaitState(*stub, kMlToken, c.id(), {"IDLE"}), "IDLE");
+  auto before = NodeSessions(stack.owner(), c.id());
+  ASSERT_EQ(before.size(), 2u);
+  // The standby refuses: it does not lead.
+  v1::GetClusterRequest get;
+  get.set_id(c.id());
+  v1::Cluster out;
+  EXPECT_EQ(stack.Stub(standby)->GetCluster(As(kMlToken).get(), get, &out).error_code(), grpc::StatusCode::UNAVAILABLE);
+
+  auto killed_at = std::chrono::steady_clock::now();
+  stack.proc(leader).Signal(SIGKILL);
+  ASSERT_TRUE(stack.WaitLeading(standby, 60s)) << stack.Log(standby);
+  double takeover = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  EXPECT_LT(takeover, 30) << "the standby took over in " << takeover << " s";
+  RecordProperty("takeover_seconds", std::to_string(takeover));
+  auto stub2 = stack.Stub(standby);
+  EXPECT_EQ(GetCluster(*stub2, kMlToken, c.id()).state(), "IDLE");
+  std::this_thread::sleep_for(1500ms);  // passes and a sweep
+  EXPECT_EQ(NodeSessions(stack.owner(), c.id()), before) << "the same processes: adopted, not restarted";
+}
+
+}  // namespace
+}  // namespace relay
