@@ -9,6 +9,7 @@
 #include "relay/base/status.h"
 #include "relay/lifecycle/leader.h"
 #include "relay/lifecycle/local_provider.h"
+#include "relay/lifecycle/pools.h"
 
 namespace relay::lifecycle {
 namespace {
@@ -90,6 +91,14 @@ class LifecycleService final : public service::Service {
       }
       return controller_->Health();
     });
+    if (!s_.pools_file.empty()) {
+      RELAY_ASSIGN_OR_RETURN(std::vector<PoolSpec> pools, LoadPools(s_.pools_file));
+      log::Info("runner pools", {{"pools", static_cast<int64_t>(pools.size())}, {"webhooks", s_.webhooks_topic}});
+      RELAY_ASSIGN_OR_RETURN(pools_, PoolManager::Start(std::move(pools), s_.kafka.bootstrap, s_.webhooks_topic,
+                                                        controller_.get(), &runtime.clock(), &metrics));
+      runtime.Every(1s, [this] { pools_->Tick(); });
+      runtime.AddReadinessCheck("pools", [this] { return pools_->Health(); });
+    }
     runtime.AddReadinessCheck("kafka", [this]() -> absl::Status {
       return producer_->Connected() ? absl::OkStatus() : absl::UnavailableError("no broker connection");
     });
@@ -99,7 +108,8 @@ class LifecycleService final : public service::Service {
   bool Drain(std::chrono::milliseconds budget) override {
     auto deadline = std::chrono::steady_clock::now() + budget;
     // Leave the group first: a standby takes over at once. Clusters keep
-    // running; the next leader adopts them.
+    // running; the next leader adopts them. (Pool rounds stop acting with
+    // the leadership.)
     if (elector_) elector_->Stop();
     if (controller_) controller_->StepDown();
     if (grpc_) grpc_->Shutdown(budget / 4);
@@ -115,6 +125,7 @@ class LifecycleService final : public service::Service {
   std::unique_ptr<Controller> controller_;
   std::unique_ptr<GrpcApi> grpc_;
   std::unique_ptr<LeaderElector> elector_;
+  std::unique_ptr<PoolManager> pools_;
 };
 
 }  // namespace
