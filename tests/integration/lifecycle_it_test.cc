@@ -513,3 +513,173 @@ TEST(LifecycleIt, OneLeaderAtATimeAndTheStandbyTakesOver) {
 
 }  // namespace
 }  // namespace relay
+
+namespace relay {
+namespace {
+
+// A real Ray cluster (the suite's venv: tools/python/setup-env), a real Ray
+// job through the Jobs API, token auth in force, and nothing left after.
+TEST(LifecycleIt, RayClusterRunsARealRayJob) {
+  std::string python;
+  ASSERT_EQ(testing::RunCommand(Env("RELAY_ROOT") + "/tools/python/setup-env 2>/dev/null | tail -n 1", &python), 0);
+  while (!python.empty() && (python.back() == '\n' || python.back() == ' ')) python.pop_back();
+  std::string ray = python.substr(0, python.rfind('/')) + "/ray";
+  LifecycleStack stack("ray");
+  ASSERT_NE(stack.Start(1, {{"RELAY_LIFECYCLE_RAY_BIN", ray}}), 0);
+  ASSERT_TRUE(stack.WaitLeading(1)) << stack.Log(1);
+  auto stub = stack.Stub(1);
+  v1::CreateClusterRequest req;
+  auto* s = req.mutable_spec();
+  s->set_kind("ray");
+  auto* head = s->add_node_groups();
+  head->set_name("head");
+  head->set_count(1);
+  head->set_ray_role("head");
+  auto* workers = s->add_node_groups();
+  workers->set_name("workers");
+  workers->set_count(1);
+  workers->set_ray_role("worker");
+  v1::Cluster c;
+  auto created_at = std::chrono::steady_clock::now();
+  ASSERT_TRUE(stub->CreateCluster(As(kMlToken).get(), req, &c).ok());
+  ASSERT_EQ(WaitState(*stub, kMlToken, c.id(), {"IDLE", "FAILED"}, 120s), "IDLE") << stack.Log(1);
+  RecordProperty("ray_ready_seconds",
+                 std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - created_at).count()));
+  v1::Cluster up = GetCluster(*stub, kMlToken, c.id());
+  EXPECT_EQ(up.secrets_size(), 0) << "the Ray token never leaves the service";
+
+  v1::SubmitJobRequest job;
+  job.set_cluster_id(c.id());
+  job.set_entrypoint(
+      "python -c 'import ray; ray.init(); print(\"nodes\", sum(n[\"Alive\"] for n in ray.nodes())); "
+      "print(\"answer\", ray.get(ray.remote(lambda: 6 * 7).remote()))'");
+  v1::Job j;
+  ASSERT_TRUE(stub->SubmitJob(As(kMlToken).get(), job, &j).ok());
+  v1::Job done;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        v1::GetJobRequest g;
+        g.set_cluster_id(c.id());
+        g.set_job_id(j.id());
+        done.Clear();
+        return stub->GetJob(As(kMlToken).get(), g, &done).ok() && done.state() != "PENDING" && done.state() != "RUNNING";
+      },
+      120s));
+  EXPECT_EQ(done.state(), "SUCCEEDED") << done.reason();
+  std::string log = ReadFile(done.log_path());
+  EXPECT_NE(log.find("nodes 2"), std::string::npos) << log;
+  EXPECT_NE(log.find("answer 42"), std::string::npos) << log;
+
+  // The dashboard's Jobs API refuses whoever lacks the cluster's token.
+  int dashboard_port = 0;
+  for (auto& p : lifecycle::FindLabelled(stack.owner())) {
+    std::string cmdline = ReadFile("/proc/" + std::to_string(p.proc.pid) + "/cmdline");
+    auto at = cmdline.find("--dashboard-port=");
+    if (at != std::string::npos) dashboard_port = std::atoi(cmdline.c_str() + at + 17);
+  }
+  ASSERT_GT(dashboard_port, 0);
+  EXPECT_EQ(HttpClient("127.0.0.1", static_cast<uint16_t>(dashboard_port)).Get("/api/jobs/").status, 401);
+
+  v1::DeleteClusterRequest del;
+  del.set_id(c.id());
+  v1::Cluster out;
+  ASSERT_TRUE(stub->DeleteCluster(As(kMlToken).get(), del, &out).ok());
+  EXPECT_EQ(WaitState(*stub, kMlToken, c.id(), {"TERMINATED", "FAILED"}, 60s), "TERMINATED");
+  EXPECT_TRUE(WaitFor([&] { return ProcessTable(stack.owner()).empty(); }, 20s)) << "no Ray process is left";
+  EXPECT_EQ(ReadFile(done.log_path()), log) << "the job's log outlives the cluster";
+}
+
+}  // namespace
+}  // namespace relay
+
+#include <boost/json.hpp>
+
+#include "relay/kafka/producer.h"
+#include "relay/v1/webhook.pb.h"
+#include "support/fixtures.h"
+
+namespace relay {
+namespace {
+
+// A runner pool follows real workflow_job payloads (the corpus intake's
+// tests replay), written to the webhooks topic before the service starts
+// (a replay of the backlog), up to its max and, after the scale-down delay,
+// back to zero.
+TEST(LifecycleIt, RunnerPoolFollowsReplayedWorkflowJobsUpAndBackToZero) {
+  LifecycleStack stack("pool");
+  const std::string topic = "it.webhooks." + Unique();
+  ASSERT_EQ(testing::CreateTopic(testing::FixtureBootstrap(), topic, 3), "");
+  std::map<std::string, std::string> real;  // action -> a real payload of the Hello-World job (labels: ubuntu-latest)
+  std::string other;                        // a job for labels no pool has (self-hosted, k8s)
+  for (const auto& p : testing::LoadCorpus()) {
+    if (p.event != "workflow_job") continue;
+    auto v = boost::json::parse(p.body).as_object();
+    std::string action(v["action"].as_string());
+    std::string repo(v["repository"].as_object()["full_name"].as_string());
+    if (repo == "Codertocat/Hello-World" && !real.count(action)) real[action] = p.body;
+    if (repo == "lineville/elastic-machines-testing") other = p.body;
+  }
+  ASSERT_TRUE(real.count("queued") && real.count("in_progress") && real.count("completed") && !other.empty());
+
+  kafka::ProducerOptions po;
+  po.bootstrap = testing::FixtureBootstrap();
+  auto producer = std::move(*kafka::NewKafkaProducer(po, nullptr));
+  auto send = [&](const std::string& body, int64_t job_id) {
+    auto v = boost::json::parse(body).as_object();
+    v["workflow_job"].as_object()["id"] = job_id;  // five jobs from one real payload
+    v1::WebhookRecord w;
+    w.set_delivery_id("it-" + Unique());
+    w.set_event("workflow_job");
+    w.set_action(std::string(v["action"].as_string()));
+    w.set_body(boost::json::serialize(v));
+    w.set_content_type("application/json");
+    w.set_received_at_unix_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch()).count());
+    producer->Send(kafka::Record{topic, std::to_string(job_id), w.SerializeAsString(), {}, -1}, [](absl::Status st) {
+      EXPECT_TRUE(st.ok()) << st;
+    });
+  };
+  for (int64_t k = 0; k < 5; ++k) send(real["queued"], 7000 + k);
+  send(other, 9999);
+  ASSERT_TRUE(producer->Flush(10s).ok());
+
+  std::ofstream(stack.dir() + "/pools.yaml") << "pools:\n"
+                                             << "  - name: ubuntu\n    team: ml\n    labels: [self-hosted, ubuntu-latest]\n"
+                                             << "    min: 0\n    max: 3\n    scale_down_delay: 8s\n    command: [sleep, \"600\"]\n";
+  ASSERT_NE(stack.Start(1, {{"RELAY_LIFECYCLE_POOLS_FILE", stack.dir() + "/pools.yaml"},
+                            {"RELAY_LIFECYCLE_TOPICS_WEBHOOKS", topic}}),
+            0);
+  ASSERT_TRUE(stack.WaitLeading(1)) << stack.Log(1);
+  auto runners = [&] {
+    size_t n = 0;
+    for (auto& [cluster, procs] : ProcessTable(stack.owner())) {
+      for (auto& p : procs) n += (p.proc.pid == p.proc.sid && !p.node_id.empty()) ? 1 : 0;
+    }
+    return n;
+  };
+  EXPECT_TRUE(WaitFor([&] { return runners() == 3; }, 30s)) << "5 queued jobs, max 3: " << runners();
+  auto scaled_up_at = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(runners(), 3u) << "never above max";
+
+  for (int64_t k = 0; k < 5; ++k) send(real["in_progress"], 7000 + k);
+  for (int64_t k = 0; k < 5; ++k) send(real["completed"], 7000 + k);
+  ASSERT_TRUE(producer->Flush(10s).ok());
+  // No flapping: the pool holds its size for scale_down_delay (8 s) after
+  // its last scale-up, though every job completed.
+  std::this_thread::sleep_until(scaled_up_at + 6s);
+  EXPECT_EQ(runners(), 3u) << "held within the scale-down delay";
+  EXPECT_TRUE(WaitFor([&] { return runners() == 0; }, 30s)) << "back to zero: " << runners();
+  EXPECT_GE(std::chrono::steady_clock::now() - scaled_up_at, 7s);
+  // The pool's cluster stays (at zero), ready for the next job.
+  auto stub = stack.Stub(1);
+  v1::ListClustersRequest q;
+  (*q.mutable_labels())["relay.dev/pool"] = "ubuntu";
+  v1::ListClustersResponse pools;
+  ASSERT_TRUE(stub->ListClusters(As(kMlToken).get(), q, &pools).ok());
+  ASSERT_EQ(pools.clusters_size(), 1);
+  EXPECT_EQ(pools.clusters(0).spec().node_groups(0).count(), 0);
+}
+
+}  // namespace
+}  // namespace relay

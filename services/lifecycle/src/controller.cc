@@ -359,6 +359,7 @@ absl::StatusOr<v1::Cluster> Controller::Create(const auth::Caller& caller, const
   }
   if (request.request_id().size() > 128) return absl::InvalidArgumentError("request_id is longer than 128 characters");
   RELAY_RETURN_IF_ERROR(ValidateSpec(spec, o_));
+  RELAY_RETURN_IF_ERROR(provider_->Supports(spec));
   std::string id = request.request_id().empty() ? "c" + RandomHex(8) : DerivedId("c", spec.team(), request.request_id());
   if (auto it = clusters_.find(id); it != clusters_.end()) {
     // The retry of a request already taken (possibly unanswered).
@@ -779,6 +780,19 @@ bool Controller::Reconcile(v1::Cluster& c, std::vector<v1::ClusterEvent>& events
         }
       }
     }
+    if (!remaining && c.spec().kind() == "ray") {
+      // Ray jobs live inside the cluster: with every node gone, so are they.
+      for (auto& j : *c.mutable_jobs()) {
+        if (j.state() != "RUNNING") continue;
+        j.set_state("CANCELLED");
+        j.set_reason("the cluster ended");
+        j.set_ended_at_ms(now);
+        v1::ClusterEvent e = Event(c, "job", "CANCELLED", "RUNNING", j.reason());
+        e.set_job_id(j.id());
+        events.push_back(e);
+        changed = true;
+      }
+    }
     bool jobs_running = std::any_of(c.jobs().begin(), c.jobs().end(), [](const v1::Job& j) { return j.state() == "RUNNING"; });
     if (!remaining && !jobs_running) {
       if (auto st = provider_->CleanupCluster(c); !st.ok()) {
@@ -946,8 +960,10 @@ void Controller::SweepOrphans() {
     bool wanted = false;
     if (it != clusters_.end() && !Ended(it->second)) {
       for (const auto& n : it->second.nodes()) {
-        // A node still being stopped is wanted until it is gone.
-        wanted = wanted || (!o.node_id.empty() && n.id() == o.node_id && n.pid() == o.sid && n.state() != "EXITED");
+        // A node still being stopped is wanted until it is gone. Its
+        // processes may sit in sessions of their own (Ray's workers), so
+        // the node id decides, not the session.
+        wanted = wanted || (!o.node_id.empty() && n.id() == o.node_id && n.state() != "EXITED");
       }
       for (const auto& j : it->second.jobs()) {
         wanted = wanted || (!o.job_id.empty() && j.id() == o.job_id && j.pid() == o.sid && j.state() == "RUNNING");

@@ -51,7 +51,11 @@ class LifecycleService final : public service::Service {
     if (auto n = reader_->Partitions(s_.leader_topic); n.ok() && *n != 1) {
       return absl::FailedPreconditionError(absl::StrCat(s_.leader_topic, " has ", *n, " partitions; leadership needs exactly 1"));
     }
-    provider_ = NewLocalProvider({s_.state_dir, s_.owner});
+    LocalProviderOptions lp;
+    lp.state_dir = s_.state_dir;
+    lp.owner = s_.owner;
+    lp.ray_bin = s_.ray_bin;
+    provider_ = NewLocalProvider(lp);
     controller_ = std::make_unique<Controller>(s_.controller, provider_.get(), producer_.get(), reader_.get(),
                                                &runtime.clock(), &metrics);
     RELAY_ASSIGN_OR_RETURN(grpc_, GrpcApi::Start(s_.grpc_listen, s_.tls, controller_.get(), callers_.get(), &metrics));
@@ -162,6 +166,7 @@ absl::StatusOr<LifecycleSettings> LoadSettings(Config& config) {
   s.state_dir = config.String("lifecycle.state_dir", "");
   if (s.state_dir.empty()) config.Fail("lifecycle.state_dir", "required: where node logs, work dirs and the lock live");
   s.owner = config.String("lifecycle.owner", s.owner);
+  s.ray_bin = config.String("lifecycle.ray_bin", "");
   if (s.owner.empty() || s.owner.size() > 64) config.Fail("lifecycle.owner", "1 to 64 characters");
   s.leader_topic = config.String("lifecycle.topics.leader", s.leader_topic);
   s.webhooks_topic = config.String("lifecycle.topics.webhooks", s.webhooks_topic);

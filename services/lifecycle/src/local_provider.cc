@@ -16,10 +16,19 @@
 #include <map>
 #include <sstream>
 
+#include <netinet/in.h>
+#include <openssl/rand.h>
+#include <sys/socket.h>
+
+#include <boost/json.hpp>
+
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "relay/base/log.h"
+#include "relay/base/status.h"
+#include "relay/http/client.h"
 
 extern char** environ;
 
@@ -53,6 +62,46 @@ void SignalSession(int64_t sid, int sig) {
   ::closedir(d);
 }
 
+// A port free on 127.0.0.1 now (the kernel's choice). Another process may
+// take it before Ray binds it; Ray then fails to start and the node is
+// retried as any failed node is.
+absl::StatusOr<int> FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::UnavailableError("socket: " + std::string(std::strerror(errno)));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  if (rc == 0) rc = ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  if (rc != 0) return absl::UnavailableError("no free port: " + std::string(std::strerror(errno)));
+  return static_cast<int>(ntohs(a.sin_port));
+}
+
+// One request to a Ray process on 127.0.0.1 (short timeouts: the reconcile
+// pass waits for it).
+absl::StatusOr<http::ClientResponse> RayCall(int port, boost::beast::http::verb method, const std::string& target,
+                                             const std::string& token, const std::string& body = "") {
+  http::ClientOptions o;
+  o.connect_timeout = std::chrono::milliseconds(1000);
+  o.request_timeout = std::chrono::milliseconds(3000);
+  auto client = http::Client::New("http://127.0.0.1:" + std::to_string(port), o);
+  if (!client.ok()) return client.status();
+  std::map<std::string, std::string> headers;
+  if (!token.empty()) headers["authorization"] = "Bearer " + token;
+  if (!body.empty()) headers["content-type"] = "application/json";
+  return (*client)->Send(method, target, headers, body);
+}
+
+int PortOf(const std::string& address) {
+  int port = 0;
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) return 0;
+  return port;
+}
+
 class LocalProvider final : public NodeProvider {
  public:
   explicit LocalProvider(LocalProviderOptions o) : o_(std::move(o)) {}
@@ -81,10 +130,32 @@ class LocalProvider final : public NodeProvider {
     lock_fd_ = -1;
   }
 
+  absl::Status Supports(const v1::ClusterSpec& spec) const override {
+    if (spec.kind() == "command") return absl::OkStatus();
+    if (spec.kind() == "ray") {
+      if (o_.ray_bin.empty() || ::access(o_.ray_bin.c_str(), X_OK) != 0) {
+        return absl::FailedPreconditionError("Ray clusters need lifecycle.ray_bin: the `ray` of a venv with ray[default] "
+                                             "(tools/python/setup-env installs one)");
+      }
+      return absl::OkStatus();
+    }
+    return absl::FailedPreconditionError("the local provider has no kind " + spec.kind());
+  }
+
   absl::Status PrepareCluster(v1::Cluster& cluster) override {
-    if (cluster.spec().kind() != "command") {
-      return absl::FailedPreconditionError("the local provider runs command clusters; kind " + cluster.spec().kind() +
-                                           " is not available");
+    RELAY_RETURN_IF_ERROR(Supports(cluster.spec()));
+    if (cluster.spec().kind() == "ray" && !cluster.secrets().count("ray_token")) {
+      std::string raw(24, '\0');
+      RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), static_cast<int>(raw.size()));
+      (*cluster.mutable_secrets())["ray_token"] = absl::BytesToHexString(raw);
+      RELAY_ASSIGN_OR_RETURN(int gcs, FreePort());
+      RELAY_ASSIGN_OR_RETURN(int dashboard, FreePort());
+      RELAY_ASSIGN_OR_RETURN(int client, FreePort());
+      auto& d = *cluster.mutable_provider_data();
+      d["gcs_address"] = "127.0.0.1:" + std::to_string(gcs);
+      d["dashboard_port"] = std::to_string(dashboard);
+      d["client_port"] = std::to_string(client);
+      d["temp_dir"] = o_.ray_temp_root + "/" + cluster.id();
     }
     std::error_code ec;
     fs::create_directories(WorkDir(cluster.id()), ec);
@@ -101,19 +172,34 @@ class LocalProvider final : public NodeProvider {
       if (g.name() == node.group()) group = &g;
     }
     if (!group) return absl::InvalidArgumentError("node group " + node.group() + " is not in the spec");
-    std::vector<std::string> argv(group->command().begin(), group->command().end());
     node.set_log_path(LogDir(cluster.id()) + "/" + node.id() + ".log");
-    auto p = Spawn(argv, cluster, {{"RELAY_NODE_ID", node.id()}, {"RELAY_NODE_GROUP", node.group()}}, node.log_path());
+    std::map<std::string, std::string> env{{"RELAY_NODE_ID", node.id()}, {"RELAY_NODE_GROUP", node.group()}};
+    std::vector<std::string> argv(group->command().begin(), group->command().end());
+    if (cluster.spec().kind() == "ray") {
+      RELAY_ASSIGN_OR_RETURN(argv, RayArgv(cluster, *group, node));
+      RayEnv(cluster, env);
+    }
+    auto p = Spawn(argv, cluster, env, node.log_path());
     if (!p.ok()) return p.status();
     node.set_pid(p->pid);
     node.set_start_ticks(p->start_ticks);
     return absl::OkStatus();
   }
 
-  NodeStatus CheckNode(const v1::Cluster&, const v1::Node& node) override {
+  NodeStatus CheckNode(const v1::Cluster& cluster, const v1::Node& node) override {
     NodeStatus s;
     Check(node.pid(), node.start_ticks(), s.alive, s.exit_code);
     s.ready = s.alive;  // a command node serves once its process runs
+    if (s.alive && cluster.spec().kind() == "ray") {
+      // Public health paths (no token needed): the head's GCS through the
+      // dashboard, a node's raylet through its agent.
+      auto r = RayCall(PortOf(node.address()), boost::beast::http::verb::get, "/api/healthz", "");
+      s.ready = r.ok() && r->status == 200;
+      if (s.ready && IsHead(cluster, node)) {
+        auto g = RayCall(DashboardPort(cluster), boost::beast::http::verb::get, "/api/gcs_healthz", "");
+        s.ready = g.ok() && g->status == 200;
+      }
+    }
     return s;
   }
 
@@ -124,12 +210,14 @@ class LocalProvider final : public NodeProvider {
 
   absl::Status CleanupCluster(const v1::Cluster& cluster) override {
     std::error_code ec;
+    if (auto t = cluster.provider_data().find("temp_dir"); t != cluster.provider_data().end()) fs::remove_all(t->second, ec);
     fs::remove_all(WorkDir(cluster.id()), ec);
     return ec ? absl::UnavailableError("cannot remove " + WorkDir(cluster.id()) + ": " + ec.message())
               : absl::OkStatus();
   }
 
   absl::Status SubmitJob(const v1::Cluster& cluster, v1::Job& job) override {
+    if (cluster.spec().kind() == "ray") return SubmitRayJob(cluster, job);
     if (job.pid() > 0) return absl::OkStatus();
     job.set_log_path(LogDir(cluster.id()) + "/job-" + job.id() + ".log");
     auto p = Spawn({"/bin/sh", "-c", job.entrypoint()}, cluster, {{"RELAY_JOB_ID", job.id()}}, job.log_path());
@@ -139,7 +227,8 @@ class LocalProvider final : public NodeProvider {
     return absl::OkStatus();
   }
 
-  JobStatus CheckJob(const v1::Cluster&, const v1::Job& job) override {
+  JobStatus CheckJob(const v1::Cluster& cluster, const v1::Job& job) override {
+    if (cluster.spec().kind() == "ray") return CheckRayJob(cluster, job);
     JobStatus s;
     bool alive = false;
     Check(job.pid(), job.start_ticks(), alive, s.exit_code);
@@ -155,7 +244,13 @@ class LocalProvider final : public NodeProvider {
     return s;
   }
 
-  absl::Status StopJob(const v1::Cluster&, const v1::Job& job, bool force) override {
+  absl::Status StopJob(const v1::Cluster& cluster, const v1::Job& job, bool force) override {
+    if (cluster.spec().kind() == "ray") {
+      auto r = RayCall(DashboardPort(cluster), boost::beast::http::verb::post, "/api/jobs/" + job.id() + "/stop",
+                       Token(cluster));
+      if (!r.ok()) return r.status();
+      return absl::OkStatus();
+    }
     if (job.pid() > 0 && OurSession(job.pid(), job.start_ticks())) SignalSession(job.pid(), force ? SIGKILL : SIGTERM);
     return absl::OkStatus();
   }
@@ -183,6 +278,108 @@ class LocalProvider final : public NodeProvider {
     int64_t start_ticks = 0;
   };
 
+  static bool IsHead(const v1::Cluster& c, const v1::Node& n) {
+    for (const auto& g : c.spec().node_groups()) {
+      if (g.name() == n.group()) return g.ray_role() == "head";
+    }
+    return false;
+  }
+  static int DashboardPort(const v1::Cluster& c) {
+    int port = 0;
+    auto it = c.provider_data().find("dashboard_port");
+    if (it != c.provider_data().end() && !absl::SimpleAtoi(it->second, &port)) port = 0;
+    return port;
+  }
+  static std::string Token(const v1::Cluster& c) {
+    auto it = c.secrets().find("ray_token");
+    return it == c.secrets().end() ? "" : it->second;
+  }
+  static std::string Data(const v1::Cluster& c, const std::string& key) {
+    auto it = c.provider_data().find(key);
+    return it == c.provider_data().end() ? "" : it->second;
+  }
+
+  // `ray start --block` for one node: the node process is the block
+  // process, its Ray daemons die with it (Ray sets PR_SET_PDEATHSIG).
+  absl::StatusOr<std::vector<std::string>> RayArgv(const v1::Cluster& c, const v1::NodeGroup& g, v1::Node& node) {
+    RELAY_ASSIGN_OR_RETURN(int agent_http, FreePort());
+    RELAY_ASSIGN_OR_RETURN(int agent_grpc, FreePort());
+    RELAY_ASSIGN_OR_RETURN(int runtime_env, FreePort());
+    RELAY_ASSIGN_OR_RETURN(int metrics, FreePort());
+    node.set_address("127.0.0.1:" + std::to_string(agent_http));
+    double cpus = g.resources().cpus() > 0 ? g.resources().cpus() : 1;
+    int64_t store = std::max<int64_t>(g.resources().memory_mb() / 4, 80) * 1024 * 1024;  // Ray's minimum is 75 MiB
+    std::vector<std::string> a = {o_.ray_bin, "start", "--block", "--node-ip-address=127.0.0.1",
+                                  "--dashboard-agent-listen-port=" + std::to_string(agent_http),
+                                  "--dashboard-agent-grpc-port=" + std::to_string(agent_grpc),
+                                  "--runtime-env-agent-port=" + std::to_string(runtime_env),
+                                  "--metrics-export-port=" + std::to_string(metrics),
+                                  "--temp-dir=" + Data(c, "temp_dir"),
+                                  "--num-cpus=" + absl::StrCat(static_cast<int64_t>(cpus)),
+                                  "--num-gpus=" + std::to_string(g.resources().gpus()),
+                                  "--object-store-memory=" + std::to_string(store), "--disable-usage-stats",
+                                  // 0: workers bind ports the kernel picks (the default range is shared by every cluster)
+                                  "--min-worker-port=0", "--max-worker-port=0"};
+    if (g.ray_role() == "head") {
+      a.insert(a.end(), {"--head", "--port=" + std::to_string(PortOf(Data(c, "gcs_address"))),
+                         "--dashboard-host=127.0.0.1", "--include-dashboard=true",
+                         "--dashboard-port=" + Data(c, "dashboard_port"),
+                         "--ray-client-server-port=" + Data(c, "client_port")});
+    } else {
+      a.push_back("--address=" + Data(c, "gcs_address"));
+    }
+    return a;
+  }
+
+  void RayEnv(const v1::Cluster& c, std::map<std::string, std::string>& env) const {
+    env["RAY_AUTH_MODE"] = "token";
+    env["RAY_AUTH_TOKEN"] = Token(c);
+    env["RAY_USAGE_STATS_ENABLED"] = "0";
+    env["RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"] = "0";
+    env["HOME"] = WorkDir(c.id());  // no ~/.ray of the service's user
+    const char* path = std::getenv("PATH");
+    env["PATH"] = fs::path(o_.ray_bin).parent_path().string() + ":" + (path ? path : "/usr/bin:/bin");
+  }
+
+  absl::Status SubmitRayJob(const v1::Cluster& c, v1::Job& job) {
+    job.set_log_path(LogDir(c.id()) + "/job-" + job.id() + ".log");
+    boost::json::object body{{"entrypoint", job.entrypoint()},
+                             {"submission_id", job.id()},
+                             {"metadata", boost::json::object{{"relay_cluster", c.id()}, {"relay_team", c.spec().team()}}}};
+    auto r = RayCall(DashboardPort(c), boost::beast::http::verb::post, "/api/jobs/", Token(c), boost::json::serialize(body));
+    if (!r.ok()) return r.status();
+    if (r->status == 200) return absl::OkStatus();
+    // Submitted before (a retry after a crash): Ray says it exists.
+    if (r->body.find("already exists") != std::string::npos) return absl::OkStatus();
+    return absl::UnavailableError(absl::StrCat("Ray Jobs API answered ", r->status, ": ", r->body.substr(0, 300)));
+  }
+
+  JobStatus CheckRayJob(const v1::Cluster& c, const v1::Job& job) {
+    JobStatus s;
+    s.state = "RUNNING";  // unknown answers keep it running; teardown ends it
+    auto r = RayCall(DashboardPort(c), boost::beast::http::verb::get, "/api/jobs/" + job.id(), Token(c));
+    if (!r.ok() || r->status != 200) return s;
+    boost::system::error_code ec;
+    boost::json::value v = boost::json::parse(r->body, ec);
+    if (ec || !v.is_object()) return s;
+    const auto& o = v.as_object();
+    std::string status = o.contains("status") && o.at("status").is_string() ? std::string(o.at("status").as_string()) : "";
+    if (status == "PENDING" || status == "RUNNING" || status.empty()) return s;
+    s.state = status == "SUCCEEDED" ? "SUCCEEDED" : status == "STOPPED" ? "STOPPED" : "FAILED";
+    if (const auto* code = o.if_contains("driver_exit_code"); code && code->is_int64()) s.exit_code = static_cast<int>(code->as_int64());
+    if (s.exit_code < 0 && s.state == "SUCCEEDED") s.exit_code = 0;
+    if (const auto* m = o.if_contains("message"); m && m->is_string() && s.state != "SUCCEEDED") s.message = std::string(m->as_string());
+    // Keep the output: it goes with the cluster otherwise.
+    auto logs = RayCall(DashboardPort(c), boost::beast::http::verb::get, "/api/jobs/" + job.id() + "/logs", Token(c));
+    if (logs.ok() && logs->status == 200) {
+      boost::json::value l = boost::json::parse(logs->body, ec);
+      if (!ec && l.is_object() && l.as_object().contains("logs") && l.as_object().at("logs").is_string()) {
+        std::ofstream(job.log_path(), std::ios::trunc) << std::string(l.as_object().at("logs").as_string());
+      }
+    }
+    return s;
+  }
+
   std::string WorkDir(const std::string& cluster) const { return o_.state_dir + "/clusters/" + cluster; }
   std::string LogDir(const std::string& cluster) const { return o_.state_dir + "/logs/" + cluster; }
 
@@ -196,16 +393,19 @@ class LocalProvider final : public NodeProvider {
   absl::StatusOr<Spawned> Spawn(const std::vector<std::string>& argv, const v1::Cluster& cluster,
                                 const std::map<std::string, std::string>& labels, const std::string& log_path) {
     if (argv.empty()) return absl::InvalidArgumentError("empty command");
-    std::vector<std::string> env_store;
+    std::map<std::string, std::string> env;
     for (char** e = environ; *e; ++e) {
       std::string_view kv(*e);
       if (kv.rfind("RELAY_", 0) == 0) continue;  // the service's own settings (and secrets) stay here
-      env_store.emplace_back(kv);
+      auto eq = kv.find('=');
+      if (eq != std::string_view::npos) env.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
     }
-    env_store.push_back(std::string(kOwnerVariable) + "=" + o_.owner);
-    env_store.push_back("RELAY_CLUSTER_ID=" + cluster.id());
-    env_store.push_back("RELAY_TEAM=" + cluster.spec().team());
-    for (const auto& [k, v] : labels) env_store.push_back(k + "=" + v);
+    for (const auto& [k, v] : labels) env[k] = v;  // the node's own variables win
+    env[kOwnerVariable] = o_.owner;
+    env["RELAY_CLUSTER_ID"] = cluster.id();
+    env["RELAY_TEAM"] = cluster.spec().team();
+    std::vector<std::string> env_store;
+    for (const auto& [k, v] : env) env_store.push_back(k + "=" + v);
     std::vector<char*> envp, args;
     for (auto& s : env_store) envp.push_back(s.data());
     envp.push_back(nullptr);

@@ -46,6 +46,7 @@ class FakeProvider final : public NodeProvider {
   std::string name() const override { return "fake"; }
   absl::Status Acquire() override { return absl::OkStatus(); }
   void Release() override {}
+  absl::Status Supports(const v1::ClusterSpec&) const override { return absl::OkStatus(); }
   absl::Status PrepareCluster(v1::Cluster& c) override {
     c.set_log_dir("/logs/" + c.id());
     return absl::OkStatus();

@@ -18,6 +18,19 @@
 //
 // Output goes to <state_dir>/logs/<cluster>/<node or job>.log, kept after
 // the cluster is gone (the pointers are in the cluster's record).
+//
+// Kind `ray`: every node is `ray start --block` from `ray_bin` (the suite's
+// venv: tools/python/setup-env), head first, workers joined to its GCS
+// address, all on 127.0.0.1 with ports chosen here (Ray's defaults collide
+// between clusters on one host) and a temp dir of ~25 bytes under /tmp/rr
+// (Ray's socket paths must fit in 107 bytes). Token authentication is on
+// (RAY_AUTH_MODE=token, a random token per cluster kept in its record's
+// secrets): the dashboard and the Jobs API answer nobody else (the ShadowRay
+// lesson, CVE-2023-48022). Readiness: the head's /api/gcs_healthz, each
+// worker's agent /api/healthz. Jobs go through the Jobs REST API
+// (submission id = the job's id, so a resubmission is recognised); a
+// finished job's logs are copied to its log file. Never `ray stop`: it
+// kills every Ray process on the host.
 #pragma once
 
 #include <memory>
@@ -30,6 +43,8 @@ namespace relay::lifecycle {
 struct LocalProviderOptions {
   std::string state_dir;                // logs, work dirs and the lock file
   std::string owner = "relay-lifecycle";  // the label; one per relay installation
+  std::string ray_bin;                  // `ray` of a venv with ray[default]; empty: no Ray clusters
+  std::string ray_temp_root = "/tmp/rr";  // short: Ray's AF_UNIX paths live under it
 };
 
 std::unique_ptr<NodeProvider> NewLocalProvider(LocalProviderOptions options);

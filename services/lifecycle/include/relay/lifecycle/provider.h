@@ -52,6 +52,10 @@ class NodeProvider {
   virtual absl::Status Acquire() = 0;
   virtual void Release() = 0;
 
+  // OK when the provider can run clusters of this spec (FailedPrecondition
+  // with the reason otherwise): checked when the cluster is requested.
+  virtual absl::Status Supports(const v1::ClusterSpec& spec) const = 0;
+
   // Prepares the cluster (directories, secrets such as a Ray auth token:
   // stored in cluster.secrets, persisted before any node starts).
   virtual absl::Status PrepareCluster(v1::Cluster& cluster) = 0;
