@@ -46,6 +46,15 @@ TEST(DevUpE2E, UpDrivesRealWebhooksIntoTheTopicStatusAndDown) {
   EXPECT_THAT(out, HasSubstr("Pass rate per downstream repo"));
   EXPECT_THAT(out, HasSubstr("│ dev-org/l4-cuda"));
   EXPECT_THAT(out, ::testing::ContainsRegex("dev-org/l4-cuda +4 .*(keeps-L4|demote-to-L2)"));
+  // relay-lifecycle: the runner pool follows the workflow_job webhooks up
+  // to its max and back to zero; a real Ray cluster runs a real Ray job.
+  EXPECT_THAT(out, HasSubstr("3 jobs queued     -> 3 runners wanted, 3 runner processes"));
+  EXPECT_THAT(out, HasSubstr("6 jobs queued     -> 4 runners wanted, 4 runner processes (max 4)"));
+  EXPECT_THAT(out, HasSubstr("after the delay   -> 0 runners wanted, 0 runner processes"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("job j[0-9a-f]+: SUCCEEDED"));
+  EXPECT_THAT(out, HasSubstr("nodes: 2"));
+  EXPECT_THAT(out, HasSubstr("sum of squares 0..99 on the cluster: 328350"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("cluster c[0-9a-f]+ deleted: TERMINATED"));
 
   std::string status;
   ASSERT_EQ(testing::RunCommand(root + "/tools/dev status", &status), 0) << status;
@@ -55,6 +64,8 @@ TEST(DevUpE2E, UpDrivesRealWebhooksIntoTheTopicStatusAndDown) {
   EXPECT_THAT(status, HasSubstr("GITHUB_API_URL=http://127.0.0.1:"));
   EXPECT_THAT(status, HasSubstr("DISPATCH_URL=http://127.0.0.1:"));
   EXPECT_THAT(status, HasSubstr("STATS_URL=http://127.0.0.1:"));
+  EXPECT_THAT(status, ::testing::ContainsRegex("LIFECYCLE_GRPC=127.0.0.1:[1-9]"));
+  EXPECT_THAT(status, ::testing::ContainsRegex("LIFECYCLE_TOKEN=[0-9a-f]{48}"));
   EXPECT_THAT(status, HasSubstr("CALLBACK_URL=http://127.0.0.1:"));
   EXPECT_THAT(status, HasSubstr("TEST_REPORT_URL=http://127.0.0.1:"));
   EXPECT_THAT(status, ::testing::ContainsRegex("COLLECTOR_GRPC=127.0.0.1:[1-9]"));
@@ -68,7 +79,9 @@ TEST(DevUpE2E, UpDrivesRealWebhooksIntoTheTopicStatusAndDown) {
   out.clear();
   ASSERT_EQ(testing::RunCommand(root + "/tools/dev up 2>&1", &out), 0) << out;
   EXPECT_THAT(out, HasSubstr("(329 new)"));
-  EXPECT_THAT(out, HasSubstr("holds 658 records"));
+  // 329 corpus payloads a run, plus the 12 workflow_job webhooks the
+  // runner-pool demonstration posts.
+  EXPECT_THAT(out, HasSubstr("holds 670 records"));
   EXPECT_THAT(out, HasSubstr("fake GitHub received 96 repository_dispatch calls"));
   EXPECT_THAT(out, HasSubstr("canary downstream answered 96 dispatches"));
   EXPECT_THAT(out, HasSubstr("\n0 unexpected answers"));
