@@ -53,7 +53,9 @@ const std::set<std::string>& SuiteKeys() {
       "lifecycle.topics.events", "lifecycle.topics.leader", "lifecycle.topics.webhooks", "lifecycle.reconcile_interval",
       "lifecycle.stop_grace", "lifecycle.provision_timeout", "lifecycle.usage_interval", "lifecycle.sweep_interval",
       "lifecycle.max_lifetime", "lifecycle.max_nodes_per_group", "lifecycle.max_clusters_per_team",
-      "lifecycle.leader_session_timeout", "lifecycle.ray_bin",
+      "lifecycle.leader_session_timeout", "lifecycle.ray_bin", "lifecycle.kubernetes.api_url",
+      "lifecycle.kubernetes.token_file", "lifecycle.kubernetes.ca_file", "lifecycle.kubernetes.namespace",
+      "lifecycle.kubernetes.image", "lifecycle.kubernetes.ray_image",
   };
   return kKeys;
 }

@@ -852,6 +852,12 @@ bool Controller::Reconcile(v1::Cluster& c, std::vector<v1::ClusterEvent>& events
     if (n.state() != "STARTING" || !durable || changed) continue;
     if (auto st = provider_->StartNode(c, n); !st.ok()) {
       provider_errors_.Add({{"op", "start_node"}}).Increment();
+      if (st.code() == absl::StatusCode::kUnavailable) {
+        // Transient (the API server, a port): the next pass tries again,
+        // within the provisioning timeout.
+        log::Warn("node not started yet", {{"cluster", c.id()}, {"node", n.id()}, {"error", std::string(st.message())}});
+        continue;
+      }
       c.set_failure("cannot start node " + n.id() + ": " + std::string(st.message()));
       n.set_state("EXITED");
       n.set_stopped_at_ms(now);
@@ -895,6 +901,10 @@ bool Controller::Reconcile(v1::Cluster& c, std::vector<v1::ClusterEvent>& events
       if (!durable || changed) continue;  // the job's record first
       if (auto st = provider_->SubmitJob(c, j); !st.ok()) {
         provider_errors_.Add({{"op", "submit_job"}}).Increment();
+        if (st.code() == absl::StatusCode::kUnavailable) {
+          log::Warn("job not started yet", {{"cluster", c.id()}, {"job", j.id()}, {"error", std::string(st.message())}});
+          continue;  // transient: the next pass submits it again (idempotent by job id)
+        }
         j.set_state("FAILED");
         j.set_reason("cannot start: " + std::string(st.message()));
         j.set_ended_at_ms(now);

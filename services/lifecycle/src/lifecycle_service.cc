@@ -8,6 +8,7 @@
 #include "relay/base/log.h"
 #include "relay/base/status.h"
 #include "relay/lifecycle/leader.h"
+#include "relay/lifecycle/kubernetes_provider.h"
 #include "relay/lifecycle/local_provider.h"
 #include "relay/lifecycle/pools.h"
 
@@ -51,11 +52,18 @@ class LifecycleService final : public service::Service {
     if (auto n = reader_->Partitions(s_.leader_topic); n.ok() && *n != 1) {
       return absl::FailedPreconditionError(absl::StrCat(s_.leader_topic, " has ", *n, " partitions; leadership needs exactly 1"));
     }
-    LocalProviderOptions lp;
-    lp.state_dir = s_.state_dir;
-    lp.owner = s_.owner;
-    lp.ray_bin = s_.ray_bin;
-    provider_ = NewLocalProvider(lp);
+    if (s_.provider == "kubernetes") {
+      KubernetesOptions k = s_.kubernetes;
+      k.owner = s_.owner;
+      k.log_dir = s_.state_dir + "/logs";
+      RELAY_ASSIGN_OR_RETURN(provider_, NewKubernetesProvider(std::move(k)));
+    } else {
+      LocalProviderOptions lp;
+      lp.state_dir = s_.state_dir;
+      lp.owner = s_.owner;
+      lp.ray_bin = s_.ray_bin;
+      provider_ = NewLocalProvider(lp);
+    }
     controller_ = std::make_unique<Controller>(s_.controller, provider_.get(), producer_.get(), reader_.get(),
                                                &runtime.clock(), &metrics);
     RELAY_ASSIGN_OR_RETURN(grpc_, GrpcApi::Start(s_.grpc_listen, s_.tls, controller_.get(), callers_.get(), &metrics));
@@ -141,11 +149,15 @@ absl::StatusOr<LifecycleSettings> LoadSettings(Config& config) {
   s.leader_session_timeout = config.Duration("lifecycle.leader_session_timeout", 6s, 6s, 5min);
   s.grpc_listen = config.String("grpc.listen", s.grpc_listen);
   s.provider = config.String("lifecycle.provider", "local");
-  if (s.provider == "kubernetes") {
-    config.Fail("lifecycle.provider", "the kubernetes provider is not built yet (issue 9); use local");
-  } else if (s.provider != "local") {
-    config.Fail("lifecycle.provider", "'" + s.provider + "' is not local");
+  if (s.provider != "local" && s.provider != "kubernetes") {
+    config.Fail("lifecycle.provider", "'" + s.provider + "' is not local or kubernetes");
   }
+  s.kubernetes.api_url = config.String("lifecycle.kubernetes.api_url", "");
+  s.kubernetes.token_file = config.String("lifecycle.kubernetes.token_file", "");
+  s.kubernetes.ca_file = config.String("lifecycle.kubernetes.ca_file", "");
+  s.kubernetes.namespace_ = config.String("lifecycle.kubernetes.namespace", "");
+  s.kubernetes.image = config.String("lifecycle.kubernetes.image", s.kubernetes.image);
+  s.kubernetes.ray_image = config.String("lifecycle.kubernetes.ray_image", s.kubernetes.ray_image);
   s.tokens_file = config.String("lifecycle.tokens_file", "");
   s.oidc = auth::ReadOidcSettings(config, "lifecycle");
   s.oidc_team_claim = config.String("lifecycle.oidc.team_claim", s.oidc_team_claim);

@@ -258,7 +258,7 @@ class LocalProvider final : public NodeProvider {
   absl::StatusOr<std::vector<Owned>> Inventory() override {
     std::vector<Owned> out;
     for (auto& l : FindLabelled(o_.owner)) {
-      out.push_back(Owned{l.cluster_id, l.node_id, l.job_id, l.proc.pid, l.proc.sid, l.proc.start_ticks});
+      out.push_back(Owned{l.cluster_id, l.node_id, l.job_id, l.proc.pid, l.proc.sid, l.proc.start_ticks, ""});
     }
     return out;
   }
@@ -351,7 +351,9 @@ class LocalProvider final : public NodeProvider {
     if (r->status == 200) return absl::OkStatus();
     // Submitted before (a retry after a crash): Ray says it exists.
     if (r->body.find("already exists") != std::string::npos) return absl::OkStatus();
-    return absl::UnavailableError(absl::StrCat("Ray Jobs API answered ", r->status, ": ", r->body.substr(0, 300)));
+    std::string why = absl::StrCat("Ray Jobs API answered ", r->status, ": ", r->body.substr(0, 300));
+    // A refusal of the job itself fails it; anything else is retried.
+    return r->status / 100 == 4 ? absl::InvalidArgumentError(why) : absl::UnavailableError(why);
   }
 
   JobStatus CheckRayJob(const v1::Cluster& c, const v1::Job& job) {

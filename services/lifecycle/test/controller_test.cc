@@ -96,7 +96,7 @@ class FakeProvider final : public NodeProvider {
   absl::StatusOr<std::vector<Owned>> Inventory() override {
     std::vector<Owned> out;
     for (const auto& [pid, p] : p_->procs) {
-      if (p.alive) out.push_back(Owned{p.cluster, p.node, p.job, pid, pid, pid * 7});
+      if (p.alive) out.push_back(Owned{p.cluster, p.node, p.job, pid, pid, pid * 7, ""});
     }
     return out;
   }

@@ -12,6 +12,7 @@
 #include "relay/kafka/producer.h"
 #include "relay/lifecycle/controller.h"
 #include "relay/lifecycle/grpc_api.h"
+#include "relay/lifecycle/kubernetes_provider.h"
 #include "relay/service/service.h"
 
 namespace relay::lifecycle {
@@ -21,7 +22,8 @@ struct LifecycleSettings {
   std::string group_id = "relay-lifecycle";        // the leader election's group
   std::chrono::milliseconds leader_session_timeout{6000};
   std::string grpc_listen = "127.0.0.1:7070";
-  std::string provider = "local";
+  std::string provider = "local";                  // local | kubernetes
+  KubernetesOptions kubernetes;                    // lifecycle.kubernetes.*
   std::string tokens_file;                         // service tokens (hashed)
   auth::OidcSettings oidc;                         // lifecycle.oidc.*, lifecycle.providers_file
   std::string oidc_team_claim = "repository_owner";

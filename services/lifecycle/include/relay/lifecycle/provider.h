@@ -38,6 +38,7 @@ struct Owned {
   int64_t pid = 0;       // local: a labelled process
   int64_t sid = 0;       // local: its session (a node or job is one session)
   int64_t start_ticks = 0;
+  std::string object;    // kubernetes: the object's API path
 };
 
 class NodeProvider {
