@@ -670,7 +670,9 @@ TEST(LifecycleIt, RunnerPoolFollowsReplayedWorkflowJobsUpAndBackToZero) {
   std::this_thread::sleep_until(scaled_up_at + 6s);
   EXPECT_EQ(runners(), 3u) << "held within the scale-down delay";
   EXPECT_TRUE(WaitFor([&] { return runners() == 0; }, 30s)) << "back to zero: " << runners();
-  EXPECT_GE(std::chrono::steady_clock::now() - scaled_up_at, 7s);
+  // (scaled_up_at is when the test saw the runners, up to a second after
+  // the pool's scale-up that the delay counts from.)
+  EXPECT_GE(std::chrono::steady_clock::now() - scaled_up_at, 5s);
   // The pool's cluster stays (at zero), ready for the next job.
   auto stub = stack.Stub(1);
   v1::ListClustersRequest q;

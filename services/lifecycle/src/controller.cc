@@ -974,6 +974,8 @@ void Controller::SweepOrphans() {
         // processes may sit in sessions of their own (Ray's workers), so
         // the node id decides, not the session.
         wanted = wanted || (!o.node_id.empty() && n.id() == o.node_id && n.state() != "EXITED");
+        // Whatever runs in a live node's session is that node's.
+        wanted = wanted || (o.sid > 0 && n.pid() == o.sid && n.state() != "EXITED");
       }
       for (const auto& j : it->second.jobs()) {
         wanted = wanted || (!o.job_id.empty() && j.id() == o.job_id && j.pid() == o.sid && j.state() == "RUNNING");

@@ -514,6 +514,9 @@ std::vector<LabelledProcess> FindLabelled(const std::string& owner) {
     if (!mine || !ReadProcStat(pid, l.proc) || l.proc.state == 'Z') continue;
     // Only what the provider started: a session of its own, never ours.
     if (l.proc.sid == ::getsid(0) || (l.node_id.empty() && l.job_id.empty())) continue;
+    // Ray's workers rewrite their process title over the environment, which
+    // can leave a label half-readable: without its cluster it names nothing.
+    if (l.cluster_id.empty()) continue;
     out.push_back(std::move(l));
   }
   ::closedir(d);

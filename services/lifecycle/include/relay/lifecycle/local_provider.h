@@ -21,8 +21,11 @@
 //
 // Kind `ray`: every node is `ray start --block` from `ray_bin` (the suite's
 // venv: tools/python/setup-env), head first, workers joined to its GCS
-// address, all on 127.0.0.1 with ports chosen here (Ray's defaults collide
-// between clusters on one host) and a temp dir of ~25 bytes under /tmp/rr
+// address, with ports chosen here (Ray's defaults collide between clusters
+// on one host). The dashboard binds 127.0.0.1; Ray turns
+// --node-ip-address=127.0.0.1 into the host's routable address
+// (resolve_ip_for_localhost), so GCS, raylets and agents listen there:
+// the token below is what keeps others out and a temp dir of ~25 bytes under /tmp/rr
 // (Ray's socket paths must fit in 107 bytes). Token authentication is on
 // (RAY_AUTH_MODE=token, a random token per cluster kept in its record's
 // secrets): the dashboard and the Jobs API answer nobody else (the ShadowRay
