@@ -619,6 +619,18 @@ void Controller::Loop() {
   }
 }
 
+void Controller::EndJob(v1::Cluster& c, v1::Job& j, const std::string& state, const std::string& reason, int64_t now,
+                        std::vector<v1::ClusterEvent>& events) {
+  std::string previous = j.state();
+  j.set_state(state);
+  j.set_reason(reason);
+  j.set_ended_at_ms(now);
+  v1::ClusterEvent e = Event(c, "job", state, previous, reason);
+  e.set_job_id(j.id());
+  e.set_log_path(j.log_path());
+  events.push_back(e);
+}
+
 void Controller::SetState(v1::Cluster& c, const std::string& state, const std::string& reason,
                           std::vector<v1::ClusterEvent>& events) {
   if (c.state() == state) return;
@@ -746,12 +758,7 @@ bool Controller::Reconcile(v1::Cluster& c, std::vector<v1::ClusterEvent>& events
   if (c.state() == kTerminating) {
     for (auto& j : *c.mutable_jobs()) {
       if (j.state() == "PENDING") {
-        j.set_state("CANCELLED");
-        j.set_reason("the cluster is terminating");
-        j.set_ended_at_ms(now);
-        v1::ClusterEvent e = Event(c, "job", "CANCELLED", "PENDING", j.reason());
-        e.set_job_id(j.id());
-        events.push_back(e);
+        EndJob(c, j, "CANCELLED", "the cluster is terminating", now, events);
         changed = true;
       } else if (j.state() == "RUNNING") {
         j.set_cancel_requested(true);
@@ -784,12 +791,7 @@ bool Controller::Reconcile(v1::Cluster& c, std::vector<v1::ClusterEvent>& events
       // Ray jobs live inside the cluster: with every node gone, so are they.
       for (auto& j : *c.mutable_jobs()) {
         if (j.state() != "RUNNING") continue;
-        j.set_state("CANCELLED");
-        j.set_reason("the cluster ended");
-        j.set_ended_at_ms(now);
-        v1::ClusterEvent e = Event(c, "job", "CANCELLED", "RUNNING", j.reason());
-        e.set_job_id(j.id());
-        events.push_back(e);
+        EndJob(c, j, "CANCELLED", "the cluster ended", now, events);
         changed = true;
       }
     }
@@ -889,12 +891,7 @@ bool Controller::Reconcile(v1::Cluster& c, std::vector<v1::ClusterEvent>& events
     for (auto& j : *c.mutable_jobs()) {
       if (j.state() != "PENDING") continue;
       if (j.cancel_requested()) {
-        j.set_state("CANCELLED");
-        j.set_reason("cancelled before it started");
-        j.set_ended_at_ms(now);
-        v1::ClusterEvent e = Event(c, "job", "CANCELLED", "PENDING", j.reason());
-        e.set_job_id(j.id());
-        events.push_back(e);
+        EndJob(c, j, "CANCELLED", "cancelled before it started", now, events);
         changed = true;
         continue;
       }

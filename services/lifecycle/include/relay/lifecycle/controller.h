@@ -135,6 +135,9 @@ class Controller {
 
   // One cluster's pass; true when it changed (to be persisted).
   bool Reconcile(v1::Cluster& c, std::vector<v1::ClusterEvent>& events);
+  // A job's end (state, reason, time) and its event.
+  void EndJob(v1::Cluster& c, v1::Job& j, const std::string& state, const std::string& reason, int64_t now,
+              std::vector<v1::ClusterEvent>& events);
   void SetState(v1::Cluster& c, const std::string& state, const std::string& reason,
                 std::vector<v1::ClusterEvent>& events);
   // Counts and logs a failed provider call (the next pass retries).
