@@ -239,8 +239,8 @@ class ServerImpl final : public Server {
   uint16_t port() const override { return port_; }
   bool draining() const override { return draining_.load(); }
 
-  void Shutdown(std::chrono::milliseconds deadline) override {
-    if (stopped_.exchange(true)) return;
+  bool Shutdown(std::chrono::milliseconds deadline) override {
+    if (stopped_.exchange(true)) return all_closed_;
     draining_ = true;
     net::post(acceptor_->get_executor(), [this] {
       beast::error_code ec;
@@ -259,7 +259,9 @@ class ServerImpl final : public Server {
     open.clear();  // outside mu_: this may run a session's destructor
     std::unique_lock lock(mu_);
     if (!cv_.wait_for(lock, deadline, [this] { return sessions_.empty(); })) {
-      log::Warn("http drain deadline passed", {{"open_connections", static_cast<int64_t>(sessions_.size())}});
+      all_closed_ = false;
+      log::Error("http drain deadline passed: connections cut off",
+                 {{"open_connections", static_cast<int64_t>(sessions_.size())}, {"deadline_ms", deadline.count()}});
     }
     lock.unlock();
     std::vector<Loop*> all{&accept_loop_};
@@ -271,6 +273,7 @@ class ServerImpl final : public Server {
     for (Loop* loop : all) {
       if (loop->thread.joinable()) loop->thread.join();
     }
+    return all_closed_;
   }
 
   void Register(Session* s) {
@@ -395,6 +398,7 @@ class ServerImpl final : public Server {
   std::atomic<int64_t> body_bytes_{0};
   std::atomic<bool> draining_{false};
   std::atomic<bool> stopped_{false};
+  std::atomic<bool> all_closed_{true};  // set by the first Shutdown
   uint16_t port_ = 0;
   std::vector<std::unique_ptr<Loop>> loops_;
   // Accepting has a loop and thread of its own: on a serving loop, one slow

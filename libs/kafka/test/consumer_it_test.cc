@@ -188,7 +188,10 @@ TEST(ConsumerIT, RebalanceCommitsOnRevokeSoTheNewOwnerRedoesNothing) {
   auto a = NewKafkaConsumer(options, producer->get(), nullptr);
   ASSERT_TRUE(a.ok());
   std::thread run_a([&] { EXPECT_TRUE((*a)->Run(handler_for('a')).ok()); });
-  while (distinct() < 10) std::this_thread::sleep_for(5ms);
+  for (auto until = std::chrono::steady_clock::now() + 30s; distinct() < 10 && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_GE(distinct(), 10u) << "the first member handled nothing";
   // A second member joins: partitions move, A's are revoked first.
   auto b = NewKafkaConsumer(options, producer->get(), nullptr);
   ASSERT_TRUE(b.ok());
@@ -382,20 +385,21 @@ TEST(ConsumerIT, MissingDeadLetterTopicStopsTheConsumerWithoutSkipping) {
   auto consumer = NewKafkaConsumer(options, producer.get(), nullptr);
   ASSERT_TRUE(consumer.ok());
   std::vector<std::string> seen;
-  absl::Status result;
-  std::thread runner([&] {
-    result = (*consumer)->Run([&](const ConsumedRecord& r) {
+  auto result = std::async(std::launch::async, [&] {
+    return (*consumer)->Run([&](const ConsumedRecord& r) {
       seen.push_back(r.value);
       return r.value == "poison" ? PoisonError("bad") : absl::OkStatus();
     });
   });
-  auto deadline = std::chrono::steady_clock::now() + 40s;
-  while ((*consumer)->Health().ok() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(20ms);
-  }
+  // The consumer stops by itself once the dead-letter write failed for good
+  // (a consumer retrying it forever would still be running here).
+  bool stopped = result.wait_for(40s) == std::future_status::ready;
   absl::Status health = (*consumer)->Health();
-  (*consumer)->Stop();
-  runner.join();
+  if (!stopped) (*consumer)->Stop();
+  absl::Status run = result.get();
+  EXPECT_TRUE(stopped) << "the consumer kept re-running the poison record";
+  EXPECT_FALSE(run.ok());
+  EXPECT_THAT(std::string(run.message()), ::testing::HasSubstr(topic + ".dlq"));
   EXPECT_FALSE(health.ok());
   EXPECT_THAT(std::string(health.message()), ::testing::HasSubstr(topic + ".dlq"));
   for (const auto& v : seen) EXPECT_EQ(v, "poison") << "a record past the poison one was handled";

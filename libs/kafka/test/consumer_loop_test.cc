@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
 #include <thread>
 
 #include "relay/kafka/testing/fake_consumer.h"
@@ -364,6 +365,40 @@ TEST_F(ConsumerLoopTest, ReaderReadsEveryPartitionToTheEndSeenAtTheStart) {
   EXPECT_TRUE(absl::IsNotFound(reader.ReadToEnd("nope", {}, [](const ConsumedRecord&) {
     return absl::OkStatus();
   }).status()));
+}
+
+TEST_F(ConsumerLoopTest, FakeFollowersStartAtTheBeginningOrAtTheEndAndFollowNewRecords) {
+  Put(0, "old");
+  std::mutex mu;
+  std::vector<std::string> all, fresh;
+  auto into = [&](std::vector<std::string>* seen) {
+    return [&mu, seen](const ConsumedRecord& r) {
+      std::lock_guard lock(mu);
+      seen->push_back(r.value);
+    };
+  };
+  FollowerOptions from_start, from_end;
+  from_start.topic = from_end.topic = kTopic;
+  from_start.from_beginning = true;
+  auto a = testing::NewFakeFollower(&broker_, from_start, into(&all));
+  auto b = testing::NewFakeFollower(&broker_, from_end, into(&fresh));
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto caught_up = [&] { return (*a)->CaughtUp() && (*b)->CaughtUp(); };
+  for (auto until = std::chrono::steady_clock::now() + 5s; !caught_up() && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(2ms);
+  }
+  ASSERT_TRUE(caught_up());
+  Put(1, "new");
+  auto seen = [&] {
+    std::lock_guard lock(mu);
+    return all.size() == 2 && fresh.size() == 1;
+  };
+  for (auto until = std::chrono::steady_clock::now() + 5s; !seen() && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(2ms);
+  }
+  std::lock_guard lock(mu);
+  EXPECT_THAT(all, ElementsAre("old", "new"));
+  EXPECT_THAT(fresh, ElementsAre("new"));
 }
 
 }  // namespace

@@ -23,6 +23,7 @@ namespace relay::kafka {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using namespace std::chrono_literals;
 
 class MockCluster {
@@ -39,6 +40,11 @@ class MockCluster {
     rd_kafka_destroy(rk_);
   }
   std::string bootstrap() const { return rd_kafka_mock_cluster_bootstraps(cluster_); }
+  // The next `count` Produce requests fail with `err`.
+  void FailProduces(int count, rd_kafka_resp_err_t err) {
+    std::vector<rd_kafka_resp_err_t> errs(count, err);
+    rd_kafka_mock_push_request_errors_array(cluster_, /*Produce*/ 0, errs.size(), errs.data());
+  }
   void SetBrokerUp(bool up) {
     if (up) {
       rd_kafka_mock_broker_set_up(cluster_, 1);
@@ -241,6 +247,39 @@ TEST(ProducerFaultTest, DeliveryBoundHoldsAcrossReSends) {
   // One poll interval (50 ms) of slack for the deadline check.
   EXPECT_LT(worst, relay::testing::Within(1000ms, 200ms)) << "worst callback after "
                                    << std::chrono::duration_cast<std::chrono::milliseconds>(worst).count() << " ms";
+}
+
+TEST(ProducerFaultTest, FatalClassErrorOnAHealthyHandleIsSentAgainOnIt) {
+  MockCluster cluster;
+  prometheus::Registry registry;
+  ProducerOptions options;
+  options.bootstrap = cluster.bootstrap();
+  auto producer = NewKafkaProducer(options, &registry);
+  ASSERT_TRUE(producer.ok()) << producer.status();
+  Stream warmup;
+  warmup.Run(producer->get(), 1, 1, -1);
+  ASSERT_TRUE(warmup.WaitAll(1, 10s));
+  // The broker answers the next Produce requests with INVALID_PRODUCER_EPOCH:
+  // librdkafka fails the records with that fatal-class error but keeps the
+  // handle (it bumps its own epoch). They must be sent again on it, not
+  // failed to the caller and not wait for a recreation that never comes.
+  cluster.FailProduces(3, RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH);
+  Stream stream;
+  stream.Run(producer->get(), 100, 3, -1);
+  ASSERT_TRUE(stream.WaitAll(100, 30s));
+  for (const auto& o : stream.outcomes) EXPECT_TRUE(o.status.ok()) << o.status;
+  std::string metrics = prometheus::TextSerializer().Serialize(registry.Collect());
+  EXPECT_THAT(metrics, HasSubstr("relay_kafka_producer_recreations_total 0"));
+  EXPECT_THAT(metrics, Not(HasSubstr("relay_kafka_produce_resends_total 0\n"))) << "the path under test did not run";
+  std::string error;
+  auto records = relay::testing::ReadTopic(cluster.bootstrap(), "events", 30s, &error);
+  ASSERT_TRUE(error.empty()) << error;
+  std::set<std::string> values;
+  for (const auto& r : records) values.insert(r.value);
+  for (int i = 0; i < 100; ++i) {
+    std::string value = "k" + std::to_string(i % 3) + ":" + std::to_string(i);
+    EXPECT_TRUE(values.count(value)) << value << " is not in the topic";
+  }
 }
 
 TEST(ProducerFaultTest, FailingRecreationDoesNotStallCallbacks) {

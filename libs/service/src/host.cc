@@ -79,12 +79,21 @@ CommonSettings ReadCommonSettings(Config& config) {
   s.http.header_timeout = config.Duration("http.header_timeout", 10s, 100ms, 10min);
   s.http.idle_timeout = config.Duration("http.idle_timeout", 75s, 1s, 1h);
   s.http.body_timeout = config.Duration("http.body_timeout", 30s, 100ms, 1h);
-  s.http.handler_timeout = config.Duration("http.handler_timeout", 30s, 100ms, 1h);
+  s.http.handler_timeout = config.Duration("http.handler_timeout", 15s, 100ms, 1h);
   s.http.max_connections = config.Int("http.max_connections", 10'000, 1, 1'000'000);
   s.http.max_body_bytes_in_flight =
       config.Bytes("http.max_body_bytes_in_flight", 256LL * 1024 * 1024, 64 * 1024, 64LL * 1024 * 1024 * 1024);
   s.drain_delay = config.Duration("http.drain_delay", 5s, 0ms, 5min);
-  s.drain_timeout = config.Duration("http.drain_timeout", 20s, 0ms, 10min);
+  // At least 1 s: zero would cut off every request in flight.
+  s.drain_timeout = config.Duration("http.drain_timeout", 20s, 1s, 10min);
+  // A request held by its handler gets its answer (at worst the 503 of the
+  // handler deadline) within handler_timeout; a drain shorter than that
+  // would cut it off without one.
+  if (s.http.handler_timeout > s.drain_timeout) {
+    config.Fail("http.handler_timeout", "must not exceed http.drain_timeout (" +
+                                            std::to_string(s.drain_timeout.count()) +
+                                            " ms): a request held through the drain would be cut off unanswered");
+  }
   s.log_level = config.String("log.level", "info");
   log::Level level;
   if (!log::ParseLevel(s.log_level, &level)) config.Fail("log.level", "'" + s.log_level + "' is not debug|info|warn|error");
@@ -196,7 +205,10 @@ class HostImpl final : public Host, public Runtime {
       auto start = std::chrono::steady_clock::now();
       log::Info("draining: listener closed, finishing requests in flight",
                 {{"deadline_ms", settings_.drain_timeout.count()}});
-      server_->Shutdown(settings_.drain_timeout);
+      if (!server_->Shutdown(settings_.drain_timeout)) {
+        clean_ = false;
+        log::Error("drain incomplete: requests in flight were cut off at http.drain_timeout");
+      }
       // 3. The service's own drain with what is left.
       auto left = settings_.drain_timeout - std::chrono::duration_cast<milliseconds>(
                                                 std::chrono::steady_clock::now() - start);

@@ -92,6 +92,42 @@ TEST(HostTest, EveryConfigurationErrorIsReportedAtOnce) {
   EXPECT_THAT(message, HasSubstr("RELAY_HTTP_IDEL_TIMEOUT: unknown variable"));
 }
 
+TEST(HostTest, ADrainThatCannotFinishRequestsInFlightIsRefusedOrReportedAsUnclean) {
+  Journal journal;
+  // Zero would cut off every request in flight; a handler deadline past the
+  // drain's would cut a held request off unanswered.
+  for (auto [key, value] : {std::pair{"RELAY_HTTP_DRAIN_TIMEOUT", "0s"}, std::pair{"RELAY_HTTP_HANDLER_TIMEOUT", "25s"}}) {
+    auto refused = Host::Start(Demo(&journal), MakeConfig({{key, value}}));
+    ASSERT_FALSE(refused.ok()) << key;
+    EXPECT_THAT(std::string(refused.status().message()), HasSubstr(key == std::string("RELAY_HTTP_DRAIN_TIMEOUT")
+                                                                       ? "RELAY_HTTP_DRAIN_TIMEOUT"
+                                                                       : "must not exceed http.drain_timeout"));
+  }
+  // A body still arriving at the drain deadline (its client stalled) is cut
+  // off: Shutdown says so instead of reporting a clean drain.
+  auto host = Host::Start(Demo(&journal), MakeConfig({{"RELAY_HTTP_DRAIN_DELAY", "0s"},
+                                                      {"RELAY_HTTP_DRAIN_TIMEOUT", "1s"},
+                                                      {"RELAY_HTTP_HANDLER_TIMEOUT", "1s"}}));
+  ASSERT_TRUE(host.ok()) << host.status();
+  boost::asio::io_context ioc;
+  boost::asio::ip::tcp::socket stalled(ioc);
+  stalled.connect({boost::asio::ip::make_address("127.0.0.1"), (*host)->port()});
+  std::string partial = "POST /greet HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nonly ten b";
+  boost::asio::write(stalled, boost::asio::buffer(partial));
+  // Its 100 bytes are reserved once the server has read the headers.
+  HttpClient metrics("127.0.0.1", (*host)->port());
+  auto reading = [&] { return metrics.Get("/metrics").body.find("relay_http_body_bytes_in_flight 100") != std::string::npos; };
+  for (auto until = std::chrono::steady_clock::now() + 5s; !reading() && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_TRUE(reading());
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE((*host)->Shutdown());
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(took, 1s);
+  EXPECT_LT(took, relay::testing::Within(1s, 2s)) << "the drain did not stop at its deadline";
+}
+
 TEST(HostTest, ReadyzNamesEachFailingCheck) {
   Journal journal;
   auto host = Host::Start(Demo(&journal), MakeConfig({{"RELAY_HTTP_DRAIN_DELAY", "0s"}}));
@@ -119,7 +155,8 @@ TEST(HostTest, ReadyzNamesEachFailingCheck) {
 TEST(HostTest, DrainTurnsReadinessOffWhileServingThenFinishesInFlightThenDrainsTheService) {
   Journal journal;
   auto host = Host::Start(Demo(&journal), MakeConfig({{"RELAY_HTTP_DRAIN_DELAY", "800ms"},
-                                                      {"RELAY_HTTP_DRAIN_TIMEOUT", "10s"}}));
+                                                      {"RELAY_HTTP_DRAIN_TIMEOUT", "10s"},
+                                                      {"RELAY_HTTP_HANDLER_TIMEOUT", "10s"}}));
   ASSERT_TRUE(host.ok()) << host.status();
   uint16_t port = (*host)->port();
   // A request the service holds across the whole drain.

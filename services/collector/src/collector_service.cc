@@ -197,12 +197,12 @@ class CollectorService final : public service::Service {
     fo.topic = s.topics.decisions;
     fo.from_beginning = false;
     fo.max_fetch_wait = 5ms;
-    RELAY_ASSIGN_OR_RETURN(decisions_, kafka::NewKafkaFollower(fo, [this](const kafka::ConsumedRecord& r) { OnDecision(r); }));
+    RELAY_ASSIGN_OR_RETURN(decisions_, runtime.factories().follower(fo, [this](const kafka::ConsumedRecord& r) { OnDecision(r); }));
     fo.client_id = s.kafka.client_id + "-labels";
     fo.topic = s.topics.labels;
     fo.from_beginning = true;
     fo.max_fetch_wait = 100ms;
-    RELAY_ASSIGN_OR_RETURN(labels_, kafka::NewKafkaFollower(fo, [this](const kafka::ConsumedRecord& r) { OnLabels(r); }));
+    RELAY_ASSIGN_OR_RETURN(labels_, runtime.factories().follower(fo, [this](const kafka::ConsumedRecord& r) { OnLabels(r); }));
     labels_follower_ = labels_.get();
 
     kafka::ConsumerOptions co;

@@ -107,7 +107,8 @@ class LifecycleService final : public service::Service {
       RELAY_ASSIGN_OR_RETURN(std::vector<PoolSpec> pools, LoadPools(s_.pools_file));
       log::Info("runner pools", {{"pools", static_cast<int64_t>(pools.size())}, {"webhooks", s_.webhooks_topic}});
       RELAY_ASSIGN_OR_RETURN(pools_, PoolManager::Start(std::move(pools), s_.kafka.bootstrap, s_.webhooks_topic,
-                                                        controller_.get(), &runtime.clock(), &metrics));
+                                                        controller_.get(), &runtime.clock(), &metrics,
+                                                        runtime.factories().follower));
       runtime.Every(1s, [this] { pools_->Tick(); });
       runtime.AddReadinessCheck("pools", [this] { return pools_->Health(); });
     }

@@ -207,13 +207,13 @@ class Manager final : public PoolManager {
                      .Help("Runners each pool should have now")
                      .Register(*metrics)) {}
 
-  absl::Status Follow(const std::string& bootstrap, const std::string& topic) {
+  absl::Status Follow(const std::string& bootstrap, const std::string& topic, const FollowerFactory& follow) {
     kafka::FollowerOptions o;
     o.bootstrap = bootstrap;
     o.topic = topic;
     o.from_beginning = true;
     o.client_id = "relay-lifecycle-pools";
-    auto f = kafka::NewKafkaFollower(o, [this](const kafka::ConsumedRecord& r) { OnRecord(r); });
+    auto f = follow(o, [this](const kafka::ConsumedRecord& r) { OnRecord(r); });
     if (!f.ok()) return f.status();
     follower_ = std::move(*f);
     return absl::OkStatus();
@@ -289,9 +289,10 @@ class Manager final : public PoolManager {
 
 absl::StatusOr<std::unique_ptr<PoolManager>> PoolManager::Start(std::vector<PoolSpec> pools, const std::string& bootstrap,
                                                                 const std::string& webhooks_topic, Controller* controller,
-                                                                const Clock* clock, prometheus::Registry* metrics) {
+                                                                const Clock* clock, prometheus::Registry* metrics,
+                                                                const FollowerFactory& follow) {
   auto m = std::make_unique<Manager>(std::move(pools), controller, clock, metrics);
-  if (auto st = m->Follow(bootstrap, webhooks_topic); !st.ok()) return st;
+  if (auto st = m->Follow(bootstrap, webhooks_topic, follow); !st.ok()) return st;
   return std::unique_ptr<PoolManager>(std::move(m));
 }
 

@@ -1,6 +1,9 @@
 #include "relay/kafka/testing/fake_consumer.h"
 
+#include <atomic>
+#include <map>
 #include <set>
+#include <thread>
 
 #include "consumer_loop.h"
 
@@ -99,6 +102,70 @@ absl::StatusOr<std::map<int32_t, int64_t>> FakeTopicReader::ReadToEnd(const std:
     }
   }
   return end;
+}
+
+namespace {
+
+class FakeFollower final : public Follower {
+ public:
+  FakeFollower(const FakeBroker* broker, FollowerOptions options, FollowCallback callback)
+      : broker_(broker), options_(std::move(options)), callback_(std::move(callback)) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~FakeFollower() override {
+    stop_ = true;
+    thread_.join();
+  }
+  bool CaughtUp() const override { return caught_up_.load(); }
+  absl::Status Health() const override { return absl::OkStatus(); }
+
+ private:
+  void Run() {
+    std::map<int32_t, int64_t> next;  // partition -> next offset
+    std::map<int32_t, int64_t> start_end;
+    bool started = false;
+    while (!stop_) {
+      auto n = broker_->Partitions(options_.topic);
+      if (!n.ok()) {
+        broker_->WaitForAppend(std::chrono::milliseconds(20));
+        continue;
+      }
+      for (int32_t p = 0; p < *n; ++p) {
+        if (next.count(p)) continue;
+        int64_t end = broker_->EndOffset(options_.topic, p);
+        // Partitions added later are followed from their start.
+        next[p] = (options_.from_beginning || started) ? 0 : end;
+        if (!started) start_end[p] = end;
+      }
+      started = true;
+      for (auto& [p, offset] : next) {
+        for (const auto& r : broker_->Read(options_.topic, p, offset, 1000)) {
+          callback_(r);
+          offset = r.offset + 1;
+        }
+      }
+      if (!caught_up_) {
+        bool all = true;
+        for (const auto& [p, end] : start_end) all = all && next[p] >= end;
+        caught_up_ = all;
+      }
+      broker_->WaitForAppend(std::chrono::milliseconds(20));
+    }
+  }
+
+  const FakeBroker* broker_;
+  const FollowerOptions options_;
+  const FollowCallback callback_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> caught_up_{false};
+  std::thread thread_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Follower>> NewFakeFollower(const FakeBroker* broker, FollowerOptions options,
+                                                          FollowCallback callback) {
+  return std::make_unique<FakeFollower>(broker, std::move(options), std::move(callback));
 }
 
 }  // namespace relay::kafka::testing

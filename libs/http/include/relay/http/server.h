@@ -119,7 +119,7 @@ struct ServerOptions {
   // an idle connection and never sends on one the server just closed.
   std::chrono::milliseconds idle_timeout{75'000};
   std::chrono::milliseconds body_timeout{30'000};
-  std::chrono::milliseconds handler_timeout{30'000};
+  std::chrono::milliseconds handler_timeout{15'000};
   int64_t max_connections = 10'000;
   // Bytes of request bodies being received (declared Content-Length, or
   // chunks so far) before their handler took them: what unauthenticated
@@ -144,8 +144,10 @@ class Server {
   virtual ~Server() = default;
   virtual uint16_t port() const = 0;
   virtual bool draining() const = 0;
-  // Idempotent. Returns once every connection closed or `deadline` passed.
-  virtual void Shutdown(std::chrono::milliseconds deadline) = 0;
+  // Idempotent. Returns once every connection closed or `deadline` passed:
+  // true if every connection closed in time, false if some were cut off
+  // (a request still held by its handler lost its answer).
+  virtual bool Shutdown(std::chrono::milliseconds deadline) = 0;
 };
 
 }  // namespace relay::http

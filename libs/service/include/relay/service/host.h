@@ -9,7 +9,8 @@
 //      keeps accepting and serving (a balancer sees it and stops sending);
 //   2. the listener closes, idle connections close, requests in flight
 //      finish (their responses say Connection: close), within
-//      http.drain_timeout;
+//      http.drain_timeout (connections still open then are cut off, and
+//      Shutdown returns false);
 //   3. Service::Drain with what is left of http.drain_timeout (at least 1 s):
 //      consumers stop and commit, producers flush;
 //   4. the service is destroyed, then the server.

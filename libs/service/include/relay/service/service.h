@@ -21,6 +21,7 @@
 #include "relay/http/server.h"
 #include "relay/kafka/admin.h"
 #include "relay/kafka/consumer.h"
+#include "relay/kafka/follower.h"
 #include "relay/kafka/producer.h"
 #include "relay/kafka/reader.h"
 
@@ -71,6 +72,8 @@ struct Factories {
         o.bootstrap = bootstrap;
         return kafka::NewKafkaTopicReader(o);
       };
+  std::function<absl::StatusOr<std::unique_ptr<kafka::Follower>>(kafka::FollowerOptions, kafka::FollowCallback)>
+      follower = kafka::NewKafkaFollower;
   const Clock* clock = nullptr;  // the system clock when null
 };
 

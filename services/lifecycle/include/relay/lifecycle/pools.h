@@ -22,6 +22,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -108,9 +109,14 @@ class PoolScaler {
 // read the backlog (a half-read backlog would scale pools down).
 class PoolManager {
  public:
+  // `follow` makes the follower of `webhooks_topic` (kafka::NewKafkaFollower,
+  // or a fake one in tests).
+  using FollowerFactory =
+      std::function<absl::StatusOr<std::unique_ptr<kafka::Follower>>(kafka::FollowerOptions, kafka::FollowCallback)>;
   static absl::StatusOr<std::unique_ptr<PoolManager>> Start(std::vector<PoolSpec> pools, const std::string& bootstrap,
                                                             const std::string& webhooks_topic, Controller* controller,
-                                                            const Clock* clock, prometheus::Registry* metrics);
+                                                            const Clock* clock, prometheus::Registry* metrics,
+                                                            const FollowerFactory& follow);
   virtual ~PoolManager() = default;
   // One sizing round (the service runs it every second).
   virtual void Tick() = 0;

@@ -1,4 +1,4 @@
-// Fake consumer and topic reader over a FakeBroker. The consumer runs the
+// Fake consumer, topic reader and follower over a FakeBroker. The consumer runs the
 // same loop as the real one (batching, offsets stored after the effect,
 // dead letters, paused partitions), over an in-memory source: one member
 // that owns every partition of its topics, starting at the group's
@@ -10,6 +10,7 @@
 
 #include "prometheus/registry.h"
 #include "relay/kafka/consumer.h"
+#include "relay/kafka/follower.h"
 #include "relay/kafka/reader.h"
 #include "relay/kafka/testing/fake_broker.h"
 
@@ -30,5 +31,12 @@ class FakeTopicReader final : public TopicReader {
  private:
   const FakeBroker* broker_;
 };
+
+// Follows `options.topic` on `broker` (which must outlive it) as the real
+// follower does: from the beginning or from the end at start, every
+// partition in offset order, on a thread of its own until destroyed. A
+// missing topic is waited for. Health is always OK.
+absl::StatusOr<std::unique_ptr<Follower>> NewFakeFollower(const FakeBroker* broker, FollowerOptions options,
+                                                          FollowCallback callback);
 
 }  // namespace relay::kafka::testing
