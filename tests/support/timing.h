@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <thread>
 
 namespace relay::testing {
 
@@ -21,6 +22,19 @@ inline double TimeScale() {
 // `nominal` plus `slack` scaled: the latest a deadline of `nominal` may fire.
 inline std::chrono::milliseconds Within(std::chrono::milliseconds nominal, std::chrono::milliseconds slack) {
   return nominal + std::chrono::milliseconds(static_cast<int64_t>(static_cast<double>(slack.count()) * TimeScale()));
+}
+
+// Polls `condition` every `poll` until it holds or `timeout` passes; returns
+// its last value (assert on it: a wait that ran out must fail the test).
+template <typename Condition>
+bool WaitFor(Condition condition, std::chrono::milliseconds timeout,
+             std::chrono::milliseconds poll = std::chrono::milliseconds(5)) {
+  auto until = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() >= until) return condition();
+    std::this_thread::sleep_for(poll);
+  }
+  return true;
 }
 
 }  // namespace relay::testing

@@ -74,10 +74,7 @@ TEST_F(ClientTest, ReusesTheConnectionAndReplacesAStaleOneWithoutResending) {
     return prometheus::TextSerializer().Serialize(registry_.Collect()).find("relay_http_open_connections 0") !=
            std::string::npos;
   };
-  for (auto until = std::chrono::steady_clock::now() + 10s; !closed() && std::chrono::steady_clock::now() < until;) {
-    std::this_thread::sleep_for(10ms);
-  }
-  ASSERT_TRUE(closed()) << "the server never closed the idle connection";
+  ASSERT_TRUE(relay::testing::WaitFor(closed, 10s)) << "the server never closed the idle connection";
   auto r = (*client)->Send(bhttp::verb::post, "/echo", {}, "again");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(requests_.load(), 4);

@@ -17,6 +17,7 @@
 #include "relay/kafka/producer.h"
 #include "support/kafka_admin.h"
 #include "support/subprocess.h"
+#include "support/timing.h"
 #include "support/topic_reader.h"
 
 namespace relay::kafka {
@@ -188,10 +189,7 @@ TEST(ConsumerIT, RebalanceCommitsOnRevokeSoTheNewOwnerRedoesNothing) {
   auto a = NewKafkaConsumer(options, producer->get(), nullptr);
   ASSERT_TRUE(a.ok());
   std::thread run_a([&] { EXPECT_TRUE((*a)->Run(handler_for('a')).ok()); });
-  for (auto until = std::chrono::steady_clock::now() + 30s; distinct() < 10 && std::chrono::steady_clock::now() < until;) {
-    std::this_thread::sleep_for(5ms);
-  }
-  EXPECT_GE(distinct(), 10u) << "the first member handled nothing";
+  EXPECT_TRUE(relay::testing::WaitFor([&] { return distinct() >= 10; }, 30s)) << "the first member handled nothing";
   // A second member joins: partitions move, A's are revoked first.
   auto b = NewKafkaConsumer(options, producer->get(), nullptr);
   ASSERT_TRUE(b.ok());

@@ -45,8 +45,7 @@ class ConsumerLoopTest : public ::testing::Test {
   // it; what Run returned is in last_run_, and it must be OK.
   void RunUntil(Consumer& consumer, std::function<absl::Status()> run, std::function<bool()> until) {
     std::thread t([&] { last_run_ = run(); });
-    auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (!until() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(2ms);
+    relay::testing::WaitFor(until, 10s, 2ms);
     consumer.Stop();
     t.join();
     EXPECT_TRUE(last_run_.ok()) << last_run_;
@@ -284,14 +283,12 @@ TEST_F(ConsumerLoopTest, TransientDeadLetterFailureRetriesAndHealthSaysSo) {
       return PoisonError("bad");
     });
   });
-  auto wait_until = std::chrono::steady_clock::now() + 10s;
-  while (attempts < 2 && std::chrono::steady_clock::now() < wait_until) std::this_thread::sleep_for(2ms);
+  relay::testing::WaitFor([&] { return attempts >= 2; }, 10s, 2ms);
   ASSERT_GE(attempts.load(), 2);
   EXPECT_TRUE(absl::IsUnavailable(consumer->Health())) << consumer->Health();
   EXPECT_EQ(Committed(0), -1);
   dlq.set_topic_status(std::string(kTopic) + ".dlq", absl::OkStatus());
-  auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (Committed(0) != 1 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(2ms);
+  relay::testing::WaitFor([&] { return Committed(0) == 1; }, 5s, 2ms);
   consumer->Stop();
   t.join();
   EXPECT_EQ(Committed(0), 1);
@@ -383,19 +380,14 @@ TEST_F(ConsumerLoopTest, FakeFollowersStartAtTheBeginningOrAtTheEndAndFollowNewR
   auto a = testing::NewFakeFollower(&broker_, from_start, into(&all));
   auto b = testing::NewFakeFollower(&broker_, from_end, into(&fresh));
   ASSERT_TRUE(a.ok() && b.ok());
-  auto caught_up = [&] { return (*a)->CaughtUp() && (*b)->CaughtUp(); };
-  for (auto until = std::chrono::steady_clock::now() + 5s; !caught_up() && std::chrono::steady_clock::now() < until;) {
-    std::this_thread::sleep_for(2ms);
-  }
-  ASSERT_TRUE(caught_up());
+  ASSERT_TRUE(relay::testing::WaitFor([&] { return (*a)->CaughtUp() && (*b)->CaughtUp(); }, 5s));
   Put(1, "new");
-  auto seen = [&] {
-    std::lock_guard lock(mu);
-    return all.size() == 2 && fresh.size() == 1;
-  };
-  for (auto until = std::chrono::steady_clock::now() + 5s; !seen() && std::chrono::steady_clock::now() < until;) {
-    std::this_thread::sleep_for(2ms);
-  }
+  relay::testing::WaitFor(
+      [&] {
+        std::lock_guard lock(mu);
+        return all.size() == 2 && fresh.size() == 1;
+      },
+      5s);
   std::lock_guard lock(mu);
   EXPECT_THAT(all, ElementsAre("old", "new"));
   EXPECT_THAT(fresh, ElementsAre("new"));

@@ -96,12 +96,16 @@ TEST(HostTest, ADrainThatCannotFinishRequestsInFlightIsRefusedOrReportedAsUnclea
   Journal journal;
   // Zero would cut off every request in flight; a handler deadline past the
   // drain's would cut a held request off unanswered.
-  for (auto [key, value] : {std::pair{"RELAY_HTTP_DRAIN_TIMEOUT", "0s"}, std::pair{"RELAY_HTTP_HANDLER_TIMEOUT", "25s"}}) {
-    auto refused = Host::Start(Demo(&journal), MakeConfig({{key, value}}));
-    ASSERT_FALSE(refused.ok()) << key;
-    EXPECT_THAT(std::string(refused.status().message()), HasSubstr(key == std::string("RELAY_HTTP_DRAIN_TIMEOUT")
-                                                                       ? "RELAY_HTTP_DRAIN_TIMEOUT"
-                                                                       : "must not exceed http.drain_timeout"));
+  struct Refusal {
+    const char* key;
+    const char* value;
+    const char* reason;
+  };
+  for (const Refusal& r : {Refusal{"RELAY_HTTP_DRAIN_TIMEOUT", "0s", "RELAY_HTTP_DRAIN_TIMEOUT"},
+                           Refusal{"RELAY_HTTP_HANDLER_TIMEOUT", "25s", "must not exceed http.drain_timeout"}}) {
+    auto refused = Host::Start(Demo(&journal), MakeConfig({{r.key, r.value}}));
+    ASSERT_FALSE(refused.ok()) << r.key;
+    EXPECT_THAT(std::string(refused.status().message()), HasSubstr(r.reason));
   }
   // A body still arriving at the drain deadline (its client stalled) is cut
   // off: Shutdown says so instead of reporting a clean drain.
@@ -117,10 +121,7 @@ TEST(HostTest, ADrainThatCannotFinishRequestsInFlightIsRefusedOrReportedAsUnclea
   // Its 100 bytes are reserved once the server has read the headers.
   HttpClient metrics("127.0.0.1", (*host)->port());
   auto reading = [&] { return metrics.Get("/metrics").body.find("relay_http_body_bytes_in_flight 100") != std::string::npos; };
-  for (auto until = std::chrono::steady_clock::now() + 5s; !reading() && std::chrono::steady_clock::now() < until;) {
-    std::this_thread::sleep_for(5ms);
-  }
-  ASSERT_TRUE(reading());
+  ASSERT_TRUE(relay::testing::WaitFor(reading, 5s));
   auto start = std::chrono::steady_clock::now();
   EXPECT_FALSE((*host)->Shutdown());
   auto took = std::chrono::steady_clock::now() - start;
@@ -143,8 +144,7 @@ TEST(HostTest, ReadyzNamesEachFailingCheck) {
   journal.healthy = true;
   EXPECT_EQ(client.Get("/readyz").status, 200);
   // Periodic tasks run until shutdown, and not after.
-  auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (journal.ticks < 3 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  relay::testing::WaitFor([&] { return journal.ticks >= 3; }, 5s);
   EXPECT_GE(journal.ticks, 3);
   EXPECT_TRUE((*host)->Shutdown());
   int after = journal.ticks;
@@ -165,9 +165,7 @@ TEST(HostTest, DrainTurnsReadinessOffWhileServingThenFinishesInFlightThenDrainsT
     std::lock_guard lock(journal.mu);
     return journal.held.size();
   };
-  for (auto until = std::chrono::steady_clock::now() + 10s; held() == 0 && std::chrono::steady_clock::now() < until;) {
-    std::this_thread::sleep_for(2ms);
-  }
+  relay::testing::WaitFor([&] { return held() > 0; }, 10s, 2ms);
   ASSERT_EQ(held(), 1u);
   HttpClient keep_alive("127.0.0.1", port);
   ASSERT_EQ(keep_alive.Post("/greet", {}, "").status, 200);
@@ -185,10 +183,7 @@ TEST(HostTest, DrainTurnsReadinessOffWhileServingThenFinishesInFlightThenDrainsT
   EXPECT_EQ(HttpClient("127.0.0.1", port).Post("/greet", {}, "").status, 200);
   // Phase 2: after the delay the listener is closed; the held request is
   // still waiting, and the service has not been drained yet.
-  auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (HttpClient("127.0.0.1", port, 1s).Get("/healthz").status != 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(10ms);
-  }
+  relay::testing::WaitFor([&] { return HttpClient("127.0.0.1", port, 1s).Get("/healthz").status == 0; }, 5s, 10ms);
   auto closed_after = std::chrono::steady_clock::now() - signalled;
   EXPECT_GE(closed_after, 800ms) << "the listener closed before the drain delay was over";
   EXPECT_LT(closed_after, relay::testing::Within(800ms, 1200ms)) << "the listener did not close after the drain delay";

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "relay/v1/lifecycle.grpc.pb.h"
@@ -49,7 +50,9 @@ std::string Json(const google::protobuf::Message& m) {
 }
 
 int Failed(const grpc::Status& st) {
-  std::cerr << "relay-lifecycle ctl: " << st.error_code() << " " << st.error_message() << "\n";
+  // gRPC's codes are absl's, number for number: print the name.
+  std::cerr << "relay-lifecycle ctl: " << absl::StatusCodeToString(static_cast<absl::StatusCode>(st.error_code()))
+            << ": " << st.error_message() << "\n";
   return 1;
 }
 

@@ -207,7 +207,7 @@ class Manager final : public PoolManager {
                      .Help("Runners each pool should have now")
                      .Register(*metrics)) {}
 
-  absl::Status Follow(const std::string& bootstrap, const std::string& topic, const FollowerFactory& follow) {
+  absl::Status Follow(const std::string& bootstrap, const std::string& topic, const kafka::FollowerFactory& follow) {
     kafka::FollowerOptions o;
     o.bootstrap = bootstrap;
     o.topic = topic;
@@ -290,7 +290,7 @@ class Manager final : public PoolManager {
 absl::StatusOr<std::unique_ptr<PoolManager>> PoolManager::Start(std::vector<PoolSpec> pools, const std::string& bootstrap,
                                                                 const std::string& webhooks_topic, Controller* controller,
                                                                 const Clock* clock, prometheus::Registry* metrics,
-                                                                const FollowerFactory& follow) {
+                                                                const kafka::FollowerFactory& follow) {
   auto m = std::make_unique<Manager>(std::move(pools), controller, clock, metrics);
   if (auto st = m->Follow(bootstrap, webhooks_topic, follow); !st.ok()) return st;
   return std::unique_ptr<PoolManager>(std::move(m));

@@ -121,23 +121,22 @@ class FakeFollower final : public Follower {
 
  private:
   void Run() {
-    std::map<int32_t, int64_t> next;  // partition -> next offset
-    std::map<int32_t, int64_t> start_end;
-    bool started = false;
+    std::map<int32_t, int64_t> next;       // partition -> next offset
+    std::map<int32_t, int64_t> start_end;  // the end of each partition when first seen
     while (!stop_) {
       auto n = broker_->Partitions(options_.topic);
       if (!n.ok()) {
         broker_->WaitForAppend(std::chrono::milliseconds(20));
         continue;
       }
+      const bool first_look = next.empty();
       for (int32_t p = 0; p < *n; ++p) {
         if (next.count(p)) continue;
         int64_t end = broker_->EndOffset(options_.topic, p);
         // Partitions added later are followed from their start.
-        next[p] = (options_.from_beginning || started) ? 0 : end;
-        if (!started) start_end[p] = end;
+        next[p] = (options_.from_beginning || !first_look) ? 0 : end;
+        if (first_look) start_end[p] = end;
       }
-      started = true;
       for (auto& [p, offset] : next) {
         for (const auto& r : broker_->Read(options_.topic, p, offset, 1000)) {
           callback_(r);

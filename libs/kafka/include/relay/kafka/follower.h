@@ -47,4 +47,9 @@ class Follower {
 // added later are followed from their start. A missing topic is retried.
 absl::StatusOr<std::unique_ptr<Follower>> NewKafkaFollower(FollowerOptions options, FollowCallback callback);
 
+// What makes followers: NewKafkaFollower, or a fake in tests
+// (libs/kafka/testing).
+using FollowerFactory =
+    std::function<absl::StatusOr<std::unique_ptr<Follower>>(FollowerOptions, FollowCallback)>;
+
 }  // namespace relay::kafka

@@ -72,8 +72,7 @@ struct Factories {
         o.bootstrap = bootstrap;
         return kafka::NewKafkaTopicReader(o);
       };
-  std::function<absl::StatusOr<std::unique_ptr<kafka::Follower>>(kafka::FollowerOptions, kafka::FollowCallback)>
-      follower = kafka::NewKafkaFollower;
+  kafka::FollowerFactory follower = kafka::NewKafkaFollower;
   const Clock* clock = nullptr;  // the system clock when null
 };
 

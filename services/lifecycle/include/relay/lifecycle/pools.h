@@ -22,7 +22,6 @@
 #pragma once
 
 #include <chrono>
-#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -109,14 +108,11 @@ class PoolScaler {
 // read the backlog (a half-read backlog would scale pools down).
 class PoolManager {
  public:
-  // `follow` makes the follower of `webhooks_topic` (kafka::NewKafkaFollower,
-  // or a fake one in tests).
-  using FollowerFactory =
-      std::function<absl::StatusOr<std::unique_ptr<kafka::Follower>>(kafka::FollowerOptions, kafka::FollowCallback)>;
+  // `follow` makes the follower of `webhooks_topic`.
   static absl::StatusOr<std::unique_ptr<PoolManager>> Start(std::vector<PoolSpec> pools, const std::string& bootstrap,
                                                             const std::string& webhooks_topic, Controller* controller,
                                                             const Clock* clock, prometheus::Registry* metrics,
-                                                            const FollowerFactory& follow);
+                                                            const kafka::FollowerFactory& follow);
   virtual ~PoolManager() = default;
   // One sizing round (the service runs it every second).
   virtual void Tick() = 0;
