@@ -727,5 +727,71 @@ TEST_F(DispatchIT, TheBudgetHoldsUnderTenTimesTheLoadAndL4GoesFirst) {
   EXPECT_LE(l1_in_first_half, 8);
 }
 
+// Issue 20: the App uninstalled and reinstalled mid-run (new installation
+// ids for the same repositories), and one repository removed from it. Every
+// write to a repository still installed goes through within a minute, none
+// dead-lettered; the removed repository's writes are dead-lettered as "app
+// not installed" and counted apart; GitHub sees a handful of 401s, not one
+// per write.
+TEST_F(DispatchIT, AReinstalledAppRecoversAtOnceAndOnlyAnUninstalledRepoIsDeadLettered) {
+  DispatchStack stack("reinstall");
+  stack.SetAllowlist("L2: [it-org/a, it-org/b, other-org/c]\n");
+  stack.Fake("POST", "/_fake/config", R"({"latency_ms":5,"rate_limit":{"limit":1000000,"window_seconds":3600}})");
+  uint16_t port = stack.StartDispatch(1);
+  ASSERT_NE(port, 0) << stack.Log(1);
+  Payload push = APush(corpus_);
+  std::string run = "reinstall-" + Unique() + "-";
+  // A steady stream: 200 events (600 writes), the change after the first 60.
+  std::thread feeder([&] {
+    for (int i = 0; i < 200; ++i) {
+      stack.Produce(push, run + std::to_string(i));
+      std::this_thread::sleep_for(20ms);
+    }
+  });
+  stack.WaitForDispatches(150, 60s, 0ms);
+  auto changed = std::chrono::steady_clock::now();
+  stack.Fake("POST", "/_fake/config", R"({"reinstall":true,"not_installed":["it-org/b"]})");
+  feeder.join();
+  stack.Flush();
+  // Every write to a and c (400), within a minute of the change.
+  std::set<std::pair<std::string, std::string>> done;
+  auto deadline = changed + 60s;
+  for (;;) {
+    done.clear();
+    for (const auto& c : DispatchCalls(stack)) {
+      if (c.status == 204 && c.repo != "it-org/b") done.insert({c.delivery, c.repo});
+    }
+    if (done.size() >= 400 || std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(200ms);
+  }
+  EXPECT_EQ(done.size(), 400u) << "writes to installed repositories missing a minute after the reinstall";
+  // Every write to b: done before the change, or dead-lettered as not installed.
+  std::set<std::string> b_done;
+  for (const auto& c : DispatchCalls(stack)) {
+    if (c.status == 204 && c.repo == "it-org/b") b_done.insert(c.delivery);
+  }
+  std::map<std::string, std::string> dead;  // delivery -> reason, b only
+  for (int i = 0; i < 100 && b_done.size() + dead.size() < 200; ++i) {
+    for (const auto& r : TopicRecords("github.requests.dlq", run)) {
+      v1::GitHubRequest req;
+      ASSERT_TRUE(req.ParseFromString(r.value));
+      EXPECT_EQ(req.repo(), "it-org/b") << "a write to an installed repository was dead-lettered: "
+                                        << *r.FindHeader("relay-dlq-reason");
+      if (req.repo() == "it-org/b") dead[req.delivery_id()] = *r.FindHeader("relay-dlq-reason");
+    }
+    if (b_done.size() + dead.size() < 200) std::this_thread::sleep_for(500ms);
+  }
+  EXPECT_EQ(b_done.size() + dead.size(), 200u);
+  EXPECT_GT(dead.size(), 0u);
+  for (const auto& [delivery, reason] : dead) EXPECT_THAT(reason, HasSubstr("app not installed")) << delivery;
+  EXPECT_EQ(Metric(port, "relay_github_dead_letters_total{reason=\"app_not_installed\"}"), static_cast<double>(dead.size()));
+  EXPECT_EQ(Metric(port, "relay_github_dead_letters_total{reason=\"failed\"}"), 0);
+  // Two installations changed (it-org, other-org): a handful of 401s each
+  // (the calls in flight at the change), not one per write.
+  auto stats = stack.Fake("GET", "/_fake/stats");
+  std::cout << "401s answered: " << stats.at("unauthorized").as_int64() << std::endl;
+  EXPECT_LE(stats.at("unauthorized").as_int64(), 2 * 10);
+}
+
 }  // namespace
 }  // namespace relay

@@ -211,6 +211,13 @@ class FakeImpl final : public FakeGitHub {
       not_installed_.clear();
       for (const auto& repo : x->as_array()) not_installed_.insert(absl::AsciiStrToLower(std::string(repo.as_string())));
     }
+    if (auto* x = o->if_contains("reinstall"); x && x->is_bool() && x->as_bool()) {
+      // Every owner uninstalls and reinstalls the App: new installation ids
+      // for the same repositories; tokens of the old ones stop working and
+      // their token exchanges answer 404.
+      for (auto& [owner, inst] : installations_) inst.id = next_installation_id_++;
+      ++reinstalls_;
+    }
     if (auto* x = o->if_contains("running_runs")) {
       running_runs_.clear();
       for (const auto& id : x->as_array()) running_runs_.insert(id.to_number<int64_t>());
@@ -251,6 +258,8 @@ class FakeImpl final : public FakeGitHub {
                                   {"in_flight", in_flight_},
                                   {"breaches", json::object{{"primary", primary_breaches_},
                                                             {"secondary", secondary_breaches_}}},
+                                  {"unauthorized", unauthorized_},
+                                  {"reinstalls", reinstalls_},
                                   {"token_fetches", token_fetches_}}));
   }
 
@@ -283,7 +292,7 @@ class FakeImpl final : public FakeGitHub {
     content_times_.clear();
     check_runs_.clear();
     comments_.clear();
-    dispatches_ = primary_breaches_ = secondary_breaches_ = token_fetches_ = 0;
+    dispatches_ = primary_breaches_ = secondary_breaches_ = token_fetches_ = unauthorized_ = reinstalls_ = 0;
     latency_ms_ = 0;
     s.Send(Json(200, json::object{{"ok", true}}));
   }
@@ -329,6 +338,9 @@ class FakeImpl final : public FakeGitHub {
       call->endpoint = "POST /app/installations/{id}/access_tokens";
       if (auto err = CheckAppJwt(bearer)) return *err;
       int64_t installation = std::atoll(seg[2].c_str());
+      bool exists = false;
+      for (const auto& [owner, inst] : installations_) exists = exists || inst.id == installation;
+      if (!exists) return Message(404, "Not Found");
       std::string token = "ghs_fake_" + std::to_string(installation) + "_" + std::to_string(rng_());
       int64_t expires = NowMs() / 1000 + token_ttl_s_;
       tokens_[token] = {installation, expires};
@@ -340,9 +352,13 @@ class FakeImpl final : public FakeGitHub {
     call->endpoint = Endpoint(m, seg);
     // Everything else: an installation token for this repo.
     auto token = tokens_.find(bearer);
-    if (token == tokens_.end() || token->second.second <= NowMs() / 1000) return Message(401, "Bad credentials");
     Installation& inst = InstallationOf(call->repo);
-    if (token->second.first != inst.id) return Message(401, "Bad credentials");
+    if (token == tokens_.end() || token->second.second <= NowMs() / 1000 || token->second.first != inst.id) {
+      ++unauthorized_;
+      return Message(401, "Bad credentials");
+    }
+    // A repository the App was removed from: GitHub answers 404.
+    if (not_installed_.count(absl::AsciiStrToLower(call->repo))) return Message(404, "Not Found");
     // Primary rate limit: every request counts.
     int64_t now_s = NowMs() / 1000;
     if (now_s >= inst.reset_unix) {
@@ -412,7 +428,7 @@ class FakeImpl final : public FakeGitHub {
     std::string owner = absl::AsciiStrToLower(repo.substr(0, repo.find('/')));
     auto [it, inserted] = installations_.try_emplace(owner);
     if (inserted) {
-      it->second.id = 1000 + static_cast<int64_t>(installations_.size());
+      it->second.id = next_installation_id_++;
       it->second.limit = it->second.remaining = rate_limit_;
       it->second.reset_unix = NowMs() / 1000 + rate_window_s_;
     }
@@ -680,6 +696,8 @@ class FakeImpl final : public FakeGitHub {
   std::vector<json::object> calls_;
   std::map<std::string, int64_t> calls_by_endpoint_;
   int64_t dispatches_ = 0, primary_breaches_ = 0, secondary_breaches_ = 0, token_fetches_ = 0, in_flight_ = 0;
+  int64_t unauthorized_ = 0, reinstalls_ = 0;  // 401s on repository calls; reinstall configs
+  int64_t next_installation_id_ = 1001;
   std::priority_queue<Due, std::vector<Due>, std::greater<Due>> due_;
   uint64_t due_seq_ = 0;
   std::map<uint64_t, std::function<void()>> pending_calls_;

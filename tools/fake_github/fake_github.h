@@ -12,8 +12,13 @@
 //   comments        GET/POST /repos/{o}/{r}/issues/{n}/comments, PATCH .../issues/comments/{id}
 //   rate limits     X-RateLimit-* per installation (primary), a content-creation ceiling per window
 //                   (secondary: 429 + Retry-After); calls past either are counted as breaches
-//   control         POST /_fake/config, POST /_fake/faults, GET /_fake/stats, GET /_fake/calls,
-//                   POST /_fake/reset (see README.md next to this file)
+//   control         POST /_fake/config {latency_ms, token_ttl_seconds, rate_limit: {limit,
+//                   window_seconds}, content_limit: {per_window, window_seconds}, not_installed:
+//                   [repo] (lookups and calls answer 404), reinstall: true (every installation
+//                   gets a new id: old tokens answer 401, their exchanges 404), running_runs: [id]},
+//                   POST /_fake/faults {path regex, status, method, count, retry_after, message},
+//                   GET /_fake/stats (calls, breaches, 401s, token fetches), GET /_fake/calls,
+//                   POST /_fake/reset
 //
 // Every call is kept (method, path, status, times, body of writes) and,
 // with `record_file`, appended to it as JSON lines.

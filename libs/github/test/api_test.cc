@@ -80,14 +80,75 @@ TEST_F(ApiTest, GitHubsDispatchRulesAreEnforced) {
 TEST_F(ApiTest, ARevokedTokenIsRefreshedOnceAndANotInstalledRepoIsNotFound) {
   ASSERT_EQ(api_->Call(Dispatch("acme/one", R"({"event_type":"x"})"))->status, 204u);
   // The fake forgets its tokens (as GitHub does when one is revoked): the
-  // next call gets 401, the client fetches a new token and succeeds.
+  // next call gets 401 and asks for a retry; the retry fetches a new token
+  // and succeeds.
   Control(bhttp::verb::post, "/_fake/reset");
   auto r = api_->Call(Dispatch("acme/one", R"({"event_type":"x"})"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 401u);
+  EXPECT_TRUE(r->retry);
+  r = api_->Call(Dispatch("acme/one", R"({"event_type":"x"})"));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, 204u);
   EXPECT_EQ(credentials_->token_fetches(), 2);
   Control(bhttp::verb::post, "/_fake/config", R"({"not_installed":["ghost/repo"]})");
-  EXPECT_TRUE(absl::IsNotFound(api_->Call(Dispatch("ghost/repo", R"({"event_type":"x"})")).status()));
+  auto ghost = api_->Call(Dispatch("ghost/repo", R"({"event_type":"x"})"));
+  EXPECT_TRUE(IsNotInstalled(ghost.status())) << ghost.status();
+  EXPECT_THAT(std::string(ghost.status().message()), HasSubstr("app not installed"));
+}
+
+// An organisation uninstalls and reinstalls the App: the same repositories
+// under a new installation id. The cached token is refused (401), its
+// exchange answers 404, the installation is looked up again, and the call
+// goes through on the retry. A repository the App was removed from is
+// NotFound as "app not installed", not a retry loop.
+TEST_F(ApiTest, AReinstalledAppIsFoundAgainAndAnUninstalledRepoIsNotInstalled) {
+  ASSERT_EQ(api_->Call(Dispatch("acme/one", R"({"event_type":"x"})"))->status, 204u);
+  ASSERT_EQ(api_->Call(Dispatch("acme/two", R"({"event_type":"x"})"))->status, 204u);
+  int64_t before = *api_->Installation("acme/one");
+  Control(bhttp::verb::post, "/_fake/config", R"({"reinstall":true,"not_installed":["acme/two"]})");
+  auto r = api_->Call(Dispatch("acme/one", R"({"event_type":"x"})"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 401u);
+  EXPECT_TRUE(r->retry);
+  r = api_->Call(Dispatch("acme/one", R"({"event_type":"x"})"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 204u);
+  EXPECT_NE(r->installation_id, before);
+  EXPECT_EQ(*api_->Installation("acme/one"), r->installation_id);
+  // acme/two still has the old installation cached: 401, then the lookup
+  // finds it is not installed at all.
+  auto two = api_->Call(Dispatch("acme/two", R"({"event_type":"x"})"));
+  if (two.ok()) {
+    EXPECT_TRUE(two->retry);
+    two = api_->Call(Dispatch("acme/two", R"({"event_type":"x"})"));
+  }
+  EXPECT_TRUE(IsNotInstalled(two.status())) << two.status();
+  auto stats = Control(bhttp::verb::get, "/_fake/stats");
+  EXPECT_LE(stats.at("unauthorized").as_int64(), 2);
+}
+
+// Fresh credentials of a freshly looked-up installation refused: the
+// installation is backed off, and calls for it wait without reaching GitHub.
+TEST_F(ApiTest, AnInstallationThatKeepsAnswering401IsBackedOff) {
+  ASSERT_EQ(api_->Call(Dispatch("acme/one", R"({"event_type":"x"})"))->status, 204u);
+  Control(bhttp::verb::post, "/_fake/faults", R"({"path":"/repos/acme/one/dispatches","status":401,"count":-1})");
+  int retries = 0;
+  absl::StatusOr<ApiResult> r;
+  for (int i = 0; i < 5; ++i) {
+    r = api_->Call(Dispatch("acme/one", R"({"event_type":"x"})"));
+    if (!r.ok() || !r->retry) break;
+    ++retries;
+  }
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 401u);
+  EXPECT_FALSE(r->retry);
+  EXPECT_EQ(retries, 2) << "a new token, then a new lookup, then the backoff";
+  int64_t calls = Control(bhttp::verb::get, "/_fake/stats").at("calls").as_int64();
+  auto held = api_->Call(Dispatch("acme/one", R"({"event_type":"x"})"));
+  EXPECT_TRUE(absl::IsUnavailable(held.status())) << held.status();
+  EXPECT_THAT(std::string(held.status().message()), HasSubstr("keeps answering 401"));
+  EXPECT_EQ(Control(bhttp::verb::get, "/_fake/stats").at("calls").as_int64(), calls) << "no call while backed off";
 }
 
 TEST_F(ApiTest, AnAppJwtFromAnotherKeyIsRefused) {

@@ -102,6 +102,11 @@ class DispatchService final : public service::Service {
                     .Name("relay_github_writes_total")
                     .Help("GitHub writes finished, by kind and result (done, no_op, dead_lettered)")
                     .Register(runtime.metrics())),
+        dead_letters_(prometheus::BuildCounter()
+                          .Name("relay_github_dead_letters_total")
+                          .Help("GitHub writes sent to github.requests.dlq, by reason: app_not_installed (the "
+                                "installation lookup answered 404) apart from every other permanent failure")
+                          .Register(runtime.metrics())),
         uncertain_(prometheus::BuildCounter()
                        .Name("relay_github_uncertain_retries_total")
                        .Help("Writes retried after an attempt that may have reached GitHub (timeout or reset after "
@@ -128,6 +133,7 @@ class DispatchService final : public service::Service {
                             .Help("X-RateLimit-Remaining last seen, by installation")
                             .Register(runtime.metrics())) {
     for (const char* l : {"L1", "L2", "L3", "L4"}) dispatches_.Add({{"level", l}});
+    for (const char* r : {"app_not_installed", "failed"}) dead_letters_.Add({{"reason", r}});
   }
 
   absl::Status Wire(service::Runtime& runtime) {
@@ -384,6 +390,7 @@ class DispatchService final : public service::Service {
                               : result.kind == JobResult::Kind::kNoOp ? "no_op"
                                                                       : "dead_lettered";
     writes_.Add({{"kind", kind}, {"result", result_name}}).Increment();
+    if (!ok) dead_letters_.Add({{"reason", result.not_installed ? "app_not_installed" : "failed"}}).Increment();
     if (job->repeated) repeats_.Increment();
     if (result.uncertain_retry) uncertain_.Increment();
     if (result.installation_id != 0) {
@@ -534,6 +541,7 @@ class DispatchService final : public service::Service {
   prometheus::Family<prometheus::Counter>& events_;
   prometheus::Family<prometheus::Counter>& dispatches_;
   prometheus::Family<prometheus::Counter>& writes_;
+  prometheus::Family<prometheus::Counter>& dead_letters_;
   prometheus::Counter& uncertain_;
   prometheus::Counter& repeats_;
   prometheus::Counter& skipped_;

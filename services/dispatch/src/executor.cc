@@ -59,7 +59,9 @@ Verdict Classify(const absl::StatusOr<github::ApiResult>& r, const std::string& 
   v.endpoint = endpoint;
   if (!r.ok()) {
     v.error = std::string(r.status().message());
-    // Not installed (NotFound) or credentials refused: no retry will help.
+    // The App not installed on the repository (the lookup said 404), or
+    // the App's own JWT refused: no retry will help.
+    v.not_installed = github::IsNotInstalled(r.status());
     v.kind = absl::IsUnavailable(r.status()) ? Kind::kTransient : Kind::kPermanent;
     return v;
   }
@@ -70,6 +72,18 @@ Verdict Classify(const absl::StatusOr<github::ApiResult>& r, const std::string& 
     return v;
   }
   v.error = "HTTP " + std::to_string(r->status) + ": " + GitHubMessage(r->body);
+  if (r->retry) {
+    // Credentials renewed (a new token, or the installation looked up
+    // again after a reinstall): the next attempt, under the budget.
+    v.kind = Kind::kRetry;
+    return v;
+  }
+  if (r->status == 401) {
+    // Fresh credentials refused: the installation is backed off (Api); not
+    // the write's fault, so not permanent.
+    v.kind = Kind::kTransient;
+    return v;
+  }
   auto header = [&](const char* name) {
     auto it = r->headers.find(name);
     return it == r->headers.end() ? std::string() : it->second;

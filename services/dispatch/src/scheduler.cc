@@ -85,6 +85,7 @@ void Scheduler::Finish(std::shared_ptr<Job> job, const Verdict& v, JobResult::Ki
   result.error = v.error;
   result.endpoint = v.endpoint;
   result.installation_id = v.installation_id;
+  result.not_installed = v.not_installed;
   result.uncertain_retry = job->maybe_sent && result.attempts > 1;
   result.latency = std::chrono::duration_cast<std::chrono::milliseconds>(clock_->Now() - job->first_attempt);
   latency_.Observe(std::chrono::duration<double>(result.latency).count());
@@ -141,6 +142,14 @@ void Scheduler::Work() {
         // The budget has what the answer said; it holds the next attempt.
         Enqueue(std::move(job));
         continue;
+      case Verdict::Kind::kRetry:
+        // Credentials renewed: again at once, under the budget. Bounded:
+        // Api backs an installation off after fresh credentials fail.
+        if (++job->credential_retries <= 4) {
+          Enqueue(std::move(job));
+          continue;
+        }
+        break;
       case Verdict::Kind::kTransient:
         // After sending, or a gateway error: GitHub may have it already.
         if (v.error.find("after sending") != std::string::npos || v.http_status == 502 || v.http_status == 504) {

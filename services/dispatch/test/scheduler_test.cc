@@ -130,7 +130,21 @@ TEST_F(SchedulerTest, TransientFailuresRetryAndPermanentOnesEndAtOnce) {
   Control(bhttp::verb::post, "/_fake/config", R"({"not_installed":["ghost/repo"]})");
   JobResult ghost = Submit(Dispatch("ghost/repo", 1, "x")).get();
   EXPECT_EQ(ghost.kind, JobResult::Kind::kFailed);
-  EXPECT_THAT(ghost.error, HasSubstr("not installed"));
+  EXPECT_THAT(ghost.error, HasSubstr("app not installed"));
+  EXPECT_TRUE(ghost.not_installed);
+  EXPECT_FALSE(g.not_installed) << "a 404 from an installed repo is not 'not installed'";
+}
+
+// The App reinstalled between two writes: the second is refused once
+// (401), the installation is found again and the write done on a retry
+// under the budget, never dead-lettered.
+TEST_F(SchedulerTest, AWriteAfterTheAppWasReinstalledIsDoneOnARetry) {
+  StartScheduler(SchedulerOptions{});
+  ASSERT_EQ(Submit(Dispatch("acme/one", 2, "a")).get().kind, JobResult::Kind::kDone);
+  Control(bhttp::verb::post, "/_fake/config", R"({"reinstall":true})");
+  JobResult r = Submit(Dispatch("acme/one", 2, "b")).get();
+  EXPECT_EQ(r.kind, JobResult::Kind::kDone) << r.error;
+  EXPECT_EQ(r.attempts, 2);
 }
 
 TEST_F(SchedulerTest, TransientFailuresStopAtTheRetryDeadline) {

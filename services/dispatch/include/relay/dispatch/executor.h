@@ -22,13 +22,15 @@ struct Verdict {
     kNoOp,         // nothing to do (a re-run of a run already running)
     kTransient,    // 5xx, timeout, reset: try again later
     kRateLimited,  // a rate limit answered: the budget knows when to go on
-    kPermanent,    // 401 after a token refresh, 403, 404, 422, app not installed
+    kRetry,        // credentials renewed after a 401 (the App reinstalled, a token revoked): again now
+    kPermanent,    // 403, 404, 422, the App not installed on the repository
   };
   Kind kind = Kind::kTransient;
   unsigned http_status = 0;
   std::string error;
   std::string endpoint;  // of the last call, e.g. "POST /repos/{owner}/{repo}/dispatches"
   int64_t installation_id = 0;
+  bool not_installed = false;  // permanent because the App is not installed on the repository
 };
 
 std::string_view KindName(const v1::GitHubRequest& request);  // dispatch | rerun | suite_rerun | check_run | comment

@@ -45,6 +45,7 @@ struct JobResult {
   std::string endpoint;
   int64_t installation_id = 0;
   std::chrono::milliseconds latency{0};  // first attempt to the result
+  bool not_installed = false;            // kFailed because the App is not installed on the repository
 };
 
 struct SchedulerOptions {
@@ -81,6 +82,7 @@ class Scheduler {
     Executor::BeforeWrite before_write;
     int attempts = 0;
     bool maybe_sent = false;  // an earlier attempt may have reached GitHub
+    int credential_retries = 0;  // kRetry verdicts taken at once
     std::chrono::steady_clock::time_point first_attempt{};
     std::chrono::milliseconds backoff{0};
   };
