@@ -727,6 +727,70 @@ TEST_F(DispatchIT, TheBudgetHoldsUnderTenTimesTheLoadAndL4GoesFirst) {
   EXPECT_LE(l1_in_first_half, 8);
 }
 
+// Issue 15, item 7: github.requests is a write channel to GitHub for
+// whoever can produce to it. A request for a repo or a path relay never
+// writes to is dead-lettered with the reason, and GitHub never sees it.
+TEST_F(DispatchIT, RequestsForTargetsRelayNeverWritesToAreDeadLetteredNotSent) {
+  DispatchStack stack("forged");
+  stack.SetAllowlist(kFourLevels);
+  uint16_t port = stack.StartDispatch(1);
+  ASSERT_NE(port, 0) << stack.Log(1);
+  std::string run = "forged-" + Unique() + "-";
+  auto check_run = [&](const std::string& id, const std::string& repo, const std::string& sha) {
+    v1::GitHubRequest r;
+    r.set_id(run + id);
+    r.set_repo(repo);
+    r.set_level(4);
+    r.set_delivery_id(run + id);
+    r.mutable_check_run()->set_name("crcr/it-org/l4/ci/build");
+    r.mutable_check_run()->set_head_sha(sha);
+    r.mutable_check_run()->set_external_id("1/1/build");
+    r.mutable_check_run()->set_status("completed");
+    r.mutable_check_run()->set_conclusion("success");
+    return r.SerializeAsString();
+  };
+  const std::string sha = "0123456789abcdef0123456789abcdef01234567";
+  stack.ProduceRaw("github.requests", check_run("evil", "evil-org/target", sha));
+  stack.ProduceRaw("github.requests", check_run("dotdot", "it-org/..", sha));
+  stack.ProduceRaw("github.requests", check_run("path", stack.upstream(), sha + "/../../x"));
+  v1::GitHubRequest dispatch;
+  dispatch.set_id(run + "stranger");
+  dispatch.set_repo("evil-org/target");
+  dispatch.set_delivery_id(run + "stranger");
+  dispatch.mutable_dispatch()->set_event_type("push");
+  dispatch.mutable_dispatch()->set_client_payload_json("{}");
+  stack.ProduceRaw("github.requests", dispatch.SerializeAsString());
+  stack.ProduceRaw("github.requests", check_run("good", stack.upstream(), sha));
+  stack.Flush();
+  std::map<std::string, std::string> reasons;  // delivery -> reason
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (reasons.size() < 4 && std::chrono::steady_clock::now() < deadline) {
+    for (const auto& r : TopicRecords("github.requests.dlq", run)) {
+      reasons[*r.FindHeader("relay-delivery-id")] = *r.FindHeader("relay-dlq-reason");
+    }
+    std::this_thread::sleep_for(300ms);
+  }
+  ASSERT_EQ(reasons.size(), 4u);
+  EXPECT_THAT(reasons[run + "evil"], HasSubstr("upstream repository"));
+  EXPECT_THAT(reasons[run + "dotdot"], HasSubstr("not an owner/name"));
+  EXPECT_THAT(reasons[run + "path"], HasSubstr("head_sha"));
+  EXPECT_THAT(reasons[run + "stranger"], HasSubstr("allowlisted repositories only"));
+  // The good one was carried out, and nothing touched the others' targets.
+  deadline = std::chrono::steady_clock::now() + 30s;
+  while (TopicRecords("github.outcomes", run).empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(200ms);
+  }
+  EXPECT_EQ(TopicRecords("github.outcomes", run).size(), 1u);
+  json::value calls = stack.Fake("GET", "/_fake/calls");
+  for (auto& c : calls.as_array()) {
+    std::string repo(c.at("repo").as_string());
+    EXPECT_NE(repo, "evil-org/target");
+    EXPECT_EQ(std::string(c.at("path").as_string()).find(".."), std::string::npos);
+  }
+  // (Other tests' records on the shared topic count too.)
+  EXPECT_GE(Metric(port, "relay_dispatch_requests_refused_total"), 4);
+}
+
 // Issue 20: the App uninstalled and reinstalled mid-run (new installation
 // ids for the same repositories), and one repository removed from it. Every
 // write to a repository still installed goes through within a minute, none

@@ -23,15 +23,15 @@ std::string_view LevelName(Level level) {
   return "L?";
 }
 
-namespace {
-
-// GitHub: owner 1-39 of [A-Za-z0-9-], name 1-100 of [A-Za-z0-9._-].
-bool ValidRepo(std::string_view repo) {
+bool IsValidRepoName(std::string_view repo) {
   auto slash = repo.find('/');
   if (slash == std::string_view::npos || slash == 0 || slash > 39 || repo.size() - slash - 1 == 0 ||
       repo.size() - slash - 1 > 100) {
     return false;
   }
+  std::string_view name = repo.substr(slash + 1);
+  // "." and ".." would be path segments of their own in an API URL.
+  if (name == "." || name == "..") return false;
   for (size_t i = 0; i < repo.size(); ++i) {
     char c = repo[i];
     if (i == slash) continue;
@@ -40,6 +40,8 @@ bool ValidRepo(std::string_view repo) {
   }
   return true;
 }
+
+namespace {
 
 std::vector<std::string> Oncalls(const YAML::Node& node) {
   std::vector<std::string> out;
@@ -87,7 +89,7 @@ class Builder {
 
   absl::Status Add(std::string repo, Level level, const std::string& device, std::vector<std::string> oncalls) {
     repo = std::string(absl::StripAsciiWhitespace(repo));
-    if (!ValidRepo(repo)) return Error("'" + repo + "' is not an owner/name repository");
+    if (!IsValidRepoName(repo)) return Error("'" + repo + "' is not an owner/name repository");
     std::string key = absl::AsciiStrToLower(repo);
     if (auto it = seen_.find(key); it != seen_.end()) {
       return Error(repo + " is listed twice (" + it->second + " and " + std::string(LevelName(level)) +

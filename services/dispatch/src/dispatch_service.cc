@@ -107,6 +107,12 @@ class DispatchService final : public service::Service {
                           .Help("GitHub writes sent to github.requests.dlq, by reason: app_not_installed (the "
                                 "installation lookup answered 404) apart from every other permanent failure")
                           .Register(runtime.metrics())),
+        requests_refused_(prometheus::BuildCounter()
+                              .Name("relay_dispatch_requests_refused_total")
+                              .Help("github.requests records refused (undecodable, a target or value relay never "
+                                    "asks for); each goes to github.requests.dlq with the reason")
+                              .Register(runtime.metrics())
+                              .Add({})),
         uncertain_(prometheus::BuildCounter()
                        .Name("relay_github_uncertain_retries_total")
                        .Help("Writes retried after an attempt that may have reached GitHub (timeout or reset after "
@@ -231,16 +237,24 @@ class DispatchService final : public service::Service {
       // A record of a batch that comes again keeps the plan it got the
       // first time: an allowlist reloaded in between must not widen or
       // narrow a fan-out already under way.
+      // Planned once: a batch that comes again neither re-plans nor
+      // re-counts its records (refusals included).
       auto cached = planned_.find(where);
       if (cached == planned_.end()) {
         auto planned = PlanRecord(rec, *list);
-        if (!planned.ok()) {
-          batch.Reject(i, std::string(planned.status().message()));
-          continue;
+        RecordPlan plan;
+        if (planned.ok()) {
+          plan = std::move(*planned);
+        } else {
+          plan.poison = std::string(planned.status().message());
         }
-        cached = planned_.emplace(where, std::move(*planned)).first;
+        cached = planned_.emplace(where, std::move(plan)).first;
       }
       const RecordPlan& plan = cached->second;
+      if (!plan.poison.empty()) {
+        batch.Reject(i, plan.poison);
+        continue;
+      }
       if (plan.labels) facts.push_back(*plan.labels);
       std::vector<v1::GitHubRequest> requests = plan.requests;
       for (auto& request : requests) {
@@ -280,6 +294,7 @@ class DispatchService final : public service::Service {
   struct RecordPlan {
     std::vector<v1::GitHubRequest> requests;
     std::optional<kafka::Record> labels;
+    std::string poison;  // set: the record goes to the DLQ with this reason
   };
   absl::StatusOr<RecordPlan> PlanRecord(const kafka::ConsumedRecord& rec, const allowlist::Allowlist& list) {
     RecordPlan out;
@@ -305,9 +320,15 @@ class DispatchService final : public service::Service {
       return out;
     }
     v1::GitHubRequest request;
-    if (!request.ParseFromString(rec.value) || request.id().empty() || request.repo().find('/') == std::string::npos ||
-        request.call_case() == v1::GitHubRequest::CALL_NOT_SET) {
-      return absl::InvalidArgumentError("not a usable relay.v1.GitHubRequest (id, owner/name repo and a call are required)");
+    if (!request.ParseFromString(rec.value)) {
+      requests_refused_.Increment();
+      return absl::InvalidArgumentError("not a relay.v1.GitHubRequest");
+    }
+    if (absl::Status valid = ValidateRequest(request, list, settings_.planner); !valid.ok()) {
+      requests_refused_.Increment();
+      log::Warn("github.requests record refused", {{"request_id", request.id()}, {"repo", request.repo()},
+                                                   {"reason", std::string(valid.message())}});
+      return valid;
     }
     out.requests.push_back(std::move(request));
     return out;
@@ -542,6 +563,7 @@ class DispatchService final : public service::Service {
   prometheus::Family<prometheus::Counter>& dispatches_;
   prometheus::Family<prometheus::Counter>& writes_;
   prometheus::Family<prometheus::Counter>& dead_letters_;
+  prometheus::Counter& requests_refused_;
   prometheus::Counter& uncertain_;
   prometheus::Counter& repeats_;
   prometheus::Counter& skipped_;

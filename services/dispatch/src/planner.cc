@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "relay/github/webhook_signature.h"
 
@@ -257,6 +258,46 @@ absl::StatusOr<Plan> PlanWebhook(const v1::WebhookRecord& record, const allowlis
   }
   plan.ignored = event;
   return plan;
+}
+
+absl::Status ValidateRequest(const v1::GitHubRequest& r, const allowlist::Allowlist& list,
+                             const PlannerOptions& options) {
+  auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError("github.requests record " + r.id() + " refused: " + why);
+  };
+  if (r.id().empty()) return bad("no id");
+  if (!allowlist::IsValidRepoName(r.repo())) return bad("'" + r.repo() + "' is not an owner/name repository");
+  bool upstream = absl::EqualsIgnoreCase(r.repo(), options.upstream_repo);
+  bool listed = list.Find(r.repo()) != nullptr;
+  auto hex = [](const std::string& s) {
+    return (s.size() == 40 || s.size() == 64) && s.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos;
+  };
+  switch (r.call_case()) {
+    case v1::GitHubRequest::kDispatch:
+      if (!listed) return bad("dispatches go to allowlisted repositories only, not " + r.repo());
+      if (r.dispatch().event_type().empty() || r.dispatch().event_type().size() > 100) return bad("event_type must be 1-100 characters");
+      return absl::OkStatus();
+    case v1::GitHubRequest::kRerun:
+      if (!listed) return bad("re-runs go to allowlisted repositories only, not " + r.repo());
+      if (r.rerun().run_id() <= 0) return bad("run_id must be positive");
+      return absl::OkStatus();
+    case v1::GitHubRequest::kCheckRun:
+      if (!upstream) return bad("check runs go to the upstream repository " + options.upstream_repo + " only, not " + r.repo());
+      if (!hex(r.check_run().head_sha())) return bad("head_sha must be 40 or 64 hex digits");
+      if (r.check_run().name().empty() || r.check_run().name().size() > 255) return bad("check run name must be 1-255 characters");
+      return absl::OkStatus();
+    case v1::GitHubRequest::kComment:
+      if (!upstream) return bad("comments go to the upstream repository " + options.upstream_repo + " only, not " + r.repo());
+      if (r.comment().issue_number() <= 0) return bad("issue_number must be positive");
+      return absl::OkStatus();
+    case v1::GitHubRequest::kSuiteRerun:
+      if (!upstream) return bad("suite re-runs are of the upstream repository " + options.upstream_repo + " only, not " + r.repo());
+      if (r.suite_rerun().check_suite_id() <= 0) return bad("check_suite_id must be positive");
+      return absl::OkStatus();
+    case v1::GitHubRequest::CALL_NOT_SET:
+      break;
+  }
+  return bad("no call");
 }
 
 }  // namespace relay::dispatch

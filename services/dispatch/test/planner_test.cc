@@ -178,3 +178,64 @@ TEST(CheckRunNamesTest, RoundTrip) {
 
 }  // namespace
 }  // namespace relay::dispatch
+
+namespace relay::dispatch {
+namespace {
+
+// github.requests is a write channel to GitHub for whoever can produce to
+// it: only what relay itself asks for is carried out.
+TEST(ValidateRequestTest, OnlyTargetsAndValuesRelayAsksForPass) {
+  auto list = *allowlist::Allowlist::Parse(kAllowlist, "test");
+  PlannerOptions o;
+  o.upstream_repo = "pytorch/pytorch";
+  auto request = [](const std::string& repo) {
+    v1::GitHubRequest r;
+    r.set_id("id-1");
+    r.set_repo(repo);
+    return r;
+  };
+  auto check_run = [&](const std::string& repo, const std::string& sha) {
+    v1::GitHubRequest r = request(repo);
+    r.mutable_check_run()->set_name("crcr/intel/l3/ci/build");
+    r.mutable_check_run()->set_head_sha(sha);
+    return r;
+  };
+  const std::string sha(40, 'a');
+  EXPECT_TRUE(ValidateRequest(check_run("pytorch/pytorch", sha), list, o).ok());
+  EXPECT_TRUE(ValidateRequest(check_run("PyTorch/PyTorch", std::string(64, 'b')), list, o).ok());
+  v1::GitHubRequest rerun = request("intel/l3");
+  rerun.mutable_rerun()->set_run_id(42);
+  EXPECT_TRUE(ValidateRequest(rerun, list, o).ok());
+  v1::GitHubRequest dispatch = request("acme/l1");
+  dispatch.mutable_dispatch()->set_event_type("push");
+  EXPECT_TRUE(ValidateRequest(dispatch, list, o).ok());
+
+  auto refused = [&](const v1::GitHubRequest& r, const std::string& why) {
+    absl::Status s = ValidateRequest(r, list, o);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << r.ShortDebugString();
+    EXPECT_THAT(std::string(s.message()), HasSubstr(why)) << r.ShortDebugString();
+  };
+  refused(check_run("evil/repo", sha), "upstream repository pytorch/pytorch only");
+  refused(check_run("acme/l1", sha), "upstream repository pytorch/pytorch only");
+  refused(check_run("pytorch/pytorch", "../../orgs"), "head_sha");
+  refused(check_run("pytorch/pytorch", sha + "/x"), "head_sha");
+  refused(check_run("pytorch/..", sha), "not an owner/name");
+  refused(check_run("pytorch/pytorch/issues", sha), "not an owner/name");
+  refused(check_run("py torch/pytorch", sha), "not an owner/name");
+  v1::GitHubRequest stranger = request("evil/repo");
+  stranger.mutable_dispatch()->set_event_type("push");
+  refused(stranger, "allowlisted repositories only");
+  v1::GitHubRequest upstream_rerun = request("pytorch/pytorch");
+  upstream_rerun.mutable_rerun()->set_run_id(1);
+  refused(upstream_rerun, "allowlisted repositories only");
+  v1::GitHubRequest no_run = request("intel/l3");
+  no_run.mutable_rerun()->set_run_id(0);
+  refused(no_run, "run_id");
+  v1::GitHubRequest comment = request("intel/l3");
+  comment.mutable_comment()->set_issue_number(1);
+  refused(comment, "upstream repository");
+  refused(request("pytorch/pytorch"), "no call");
+}
+
+}  // namespace
+}  // namespace relay::dispatch

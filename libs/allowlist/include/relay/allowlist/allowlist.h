@@ -34,6 +34,11 @@ namespace relay::allowlist {
 enum class Level { kL1 = 1, kL2 = 2, kL3 = 3, kL4 = 4 };
 std::string_view LevelName(Level level);  // "L1".."L4"
 
+// GitHub's repository names: owner 1-39 of [A-Za-z0-9-], name 1-100 of
+// [A-Za-z0-9._-], never "." or "..". Everything that puts a repository into
+// an API path checks it with this.
+bool IsValidRepoName(std::string_view repo);
+
 struct Entry {
   std::string repo;  // as written, e.g. "Intel/torch-xpu"
   Level level = Level::kL1;

@@ -49,6 +49,17 @@ absl::StatusOr<Plan> PlanWebhook(const v1::WebhookRecord& record, const allowlis
                                  const auth::RelayTokenKeys& tokens, const PlannerOptions& options,
                                  int64_t now_unix_ms);
 
+// Whether a request read from github.requests may be carried out: that
+// topic is a write channel to GitHub for whoever can produce to it, so
+// every request is held to what relay itself asks for. Dispatches and
+// re-runs go to allowlisted (downstream) repos only; check runs, comments
+// and suite re-runs to the upstream repo only; every value that becomes a
+// path segment or query of the API call is checked (repo names as GitHub
+// allows them, a 40- or 64-hex head sha, positive ids). InvalidArgument
+// with the reason otherwise (the record goes to the DLQ with it).
+absl::Status ValidateRequest(const v1::GitHubRequest& request, const allowlist::Allowlist& allowlist,
+                             const PlannerOptions& options);
+
 // The client_payload of a dispatch, slimmed when the whole request would
 // exceed GitHub's 64 KB: exposed for tests.
 struct ClientPayload {
