@@ -14,8 +14,12 @@
 #include <set>
 #include <thread>
 
+#include <boost/json.hpp>
+
 #include "reflection_subset.grpc.pb.h"
 #include "relay/auth/callers.h"
+#include "relay/auth/jwt.h"
+#include "relay/auth/oidc.h"
 #include "relay/base/clock.h"
 #include "relay/base/config.h"
 #include "relay/lifecycle/lifecycle_service.h"
@@ -23,6 +27,7 @@
 #include "relay/service/host.h"
 #include "relay/v1/cluster.pb.h"
 #include "relay/v1/lifecycle.grpc.pb.h"
+#include "support/fixtures.h"
 #include "support/http_client.h"
 #include "support/kafka_admin.h"
 #include "support/subprocess.h"
@@ -120,7 +125,9 @@ class LifecycleStack {
     for (auto& [k, v] : extra) env[k] = v;
     procs_[n] = std::make_unique<Subprocess>(std::vector<std::string>{Env("RELAY_IT_LIFECYCLE_BIN"), "--port-file", port_file},
                                              env, dir_ + "/lifecycle" + std::to_string(n) + ".log");
-    if (!testing::WaitForFile(port_file, 30s)) return 0;
+    // Until it listens, or exits (a refused configuration: exit 2).
+    WaitFor([&] { return std::ifstream(port_file).good() || !procs_[n]->Running(); }, 30s);
+    if (!testing::WaitForFile(port_file, 100ms)) return 0;
     ports_[n] = static_cast<uint16_t>(std::stoi(ReadFile(port_file)));
     return ports_[n];
   }
@@ -199,9 +206,34 @@ v1::Cluster GetCluster(v1::LifecycleApi::Stub& stub, const std::string& token, c
 
 // ------------------------------------------------------------------ tests
 
-TEST(LifecycleIt, EveryRpcWithoutCredentialsIsRefused) {
+// Every RPC, found through reflection, refused without credentials, with
+// bad ones, and (issue 15) with valid OIDC tokens of callers no allow rule
+// admits: GitHub's issuer signs a token for any repository with whatever
+// audience its workflow asks for, so evil-org/anything and ml/anything
+// (named like the team ml) carry the configured audience and a good
+// signature, and are still refused.
+TEST(LifecycleIt, EveryRpcWithoutCredentialsOrAnAllowRuleIsRefused) {
   LifecycleStack stack("auth");
-  ASSERT_NE(stack.Start(1), 0);
+  auto [oidc_priv, oidc_pub] = testing::NewRsaKeyPairPem();
+  auth::RsaKey oidc_key = *auth::RsaKey::FromPem(oidc_priv);
+  std::ofstream(stack.dir() + "/jwks.json")
+      << boost::json::serialize(boost::json::object{{"keys", boost::json::array{*auth::ToJwk(oidc_key, "k1")}}});
+  auto oidc_token = [&](const std::string& repo) {
+    int64_t now = SystemClock().UnixMillis() / 1000;
+    boost::json::object claims{{"iss", "https://token.actions.githubusercontent.com"}, {"aud", "relay-lifecycle-it"},
+                               {"repository", repo}, {"repository_owner", repo.substr(0, repo.find('/'))},
+                               {"iat", now}, {"nbf", now}, {"exp", now + 600}};
+    return *auth::SignRs256(claims, oidc_key, "k1");
+  };
+  std::map<std::string, std::string> oidc_env = {{"RELAY_LIFECYCLE_OIDC_AUDIENCE", "relay-lifecycle-it"},
+                                                 {"RELAY_LIFECYCLE_OIDC_JWKS_FILE", stack.dir() + "/jwks.json"}};
+  // OIDC on without an allow list: refused at start.
+  auto no_allow = oidc_env;
+  ASSERT_EQ(stack.Start(1, no_allow), 0);
+  EXPECT_EQ(stack.proc(1).Wait(10s), 2);
+  EXPECT_NE(stack.Log(1).find("lifecycle.oidc.allow"), std::string::npos) << stack.Log(1);
+  oidc_env["RELAY_LIFECYCLE_OIDC_ALLOW"] = "ml-org=ml";
+  ASSERT_NE(stack.Start(1, oidc_env), 0) << stack.Log(1);
   ASSERT_TRUE(stack.WaitLeading(1)) << stack.Log(1);
   auto channel = grpc::CreateChannel(stack.GrpcAddress(1), grpc::InsecureChannelCredentials());
 
@@ -243,12 +275,15 @@ TEST(LifecycleIt, EveryRpcWithoutCredentialsIsRefused) {
   ASSERT_EQ(methods.size(), static_cast<size_t>(compiled->method_count()));
   ASSERT_GE(methods.size(), 10u);
 
-  // Each one, called with no credentials and with a wrong token, with an
-  // empty request: refused before the request is looked at.
+  // Each one, called with no credentials, with a wrong token and with
+  // tokens no rule admits, with an empty request: refused before the
+  // request is looked at.
   grpc::GenericStub generic(channel);
   grpc::CompletionQueue cq;
+  const std::string evil = oidc_token("evil-org/anything"), team_named = oidc_token("ml/anything");
   for (const std::string& method : methods) {
-    for (const std::string& token : std::vector<std::string>{"", "not-a-token", std::string(kMlToken) + "x"}) {
+    for (const std::string& token :
+         std::vector<std::string>{"", "not-a-token", std::string(kMlToken) + "x", evil, team_named}) {
       grpc::ClientContext ctx;
       if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
       ctx.set_deadline(std::chrono::system_clock::now() + 10s);
@@ -262,10 +297,15 @@ TEST(LifecycleIt, EveryRpcWithoutCredentialsIsRefused) {
       void* tag;
       bool ok;
       ASSERT_TRUE(cq.Next(&tag, &ok));
-      EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << method << " token='" << token << "'";
+      bool valid_oidc = token == evil || token == team_named;
+      EXPECT_EQ(status.error_code(),
+                valid_oidc ? grpc::StatusCode::PERMISSION_DENIED : grpc::StatusCode::UNAUTHENTICATED)
+          << method << " token='" << token.substr(0, 20) << "'";
     }
   }
   cq.Shutdown();
+  EXPECT_NE(stack.Log(1).find("OIDC caller evil-org/anything is not admitted"), std::string::npos);
+  EXPECT_NE(stack.Log(1).find("OIDC caller ml/anything is not admitted"), std::string::npos);
   // Nothing was created.
   auto stub = stack.Stub(1);
   v1::ListClustersRequest all;
@@ -273,6 +313,21 @@ TEST(LifecycleIt, EveryRpcWithoutCredentialsIsRefused) {
   v1::ListClustersResponse listed_clusters;
   ASSERT_TRUE(stub->ListClusters(As(kAdminToken).get(), all, &listed_clusters).ok());
   EXPECT_EQ(listed_clusters.clusters_size(), 0);
+  // An admitted repository acts as the rule's team, and only it.
+  v1::Cluster created;
+  auto admitted = oidc_token("ml-org/trainer");
+  ASSERT_TRUE(stub->CreateCluster(As(admitted).get(), CommandCluster(1, "oidc-1"), &created).ok());
+  EXPECT_EQ(created.spec().team(), "ml");
+  EXPECT_EQ(GetCluster(*stub, kMlToken, created.id()).id(), created.id()) << "team ml's token sees it";
+  v1::GetClusterRequest get;
+  get.set_id(created.id());
+  v1::Cluster seen;
+  EXPECT_EQ(stub->GetCluster(As(team_named).get(), get, &seen).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  v1::DeleteClusterRequest del;
+  del.set_id(created.id());
+  v1::Cluster deleted;
+  EXPECT_EQ(stub->DeleteCluster(As(team_named).get(), del, &deleted).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  ASSERT_TRUE(stub->DeleteCluster(As(admitted).get(), del, &deleted).ok());
 }
 
 TEST(LifecycleIt, CreateScaleJobsAndDeleteWithRealProcesses) {

@@ -12,6 +12,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace relay::auth {
 namespace {
@@ -71,14 +72,47 @@ absl::StatusOr<std::vector<ServiceToken>> LoadServiceTokens(const std::string& p
   return ParseServiceTokens(ss.str(), path);
 }
 
+absl::StatusOr<std::vector<OidcCallerRule>> ParseOidcCallerRules(const std::vector<std::string>& entries) {
+  std::vector<OidcCallerRule> out;
+  std::set<std::string> seen;
+  for (const auto& e : entries) {
+    auto eq = e.find('=');
+    std::string who = absl::AsciiStrToLower(absl::StripAsciiWhitespace(e.substr(0, eq)));
+    std::string team(eq == std::string::npos ? "" : absl::StripAsciiWhitespace(e.substr(eq + 1)));
+    if (eq == std::string::npos || who.empty() || team.empty()) {
+      return absl::InvalidArgumentError("OIDC allow rule '" + e + "': write owner=team or owner/repo=team");
+    }
+    size_t slashes = std::count(who.begin(), who.end(), '/');
+    if (slashes > 1 || who.front() == '/' || who.back() == '/' ||
+        who.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-_./") != std::string::npos) {
+      return absl::InvalidArgumentError("OIDC allow rule '" + e + "': '" + who + "' is not a GitHub owner or owner/repo");
+    }
+    if (!seen.insert(who).second) return absl::InvalidArgumentError("OIDC allow rule for '" + who + "' is listed twice");
+    OidcCallerRule r;
+    (slashes == 0 ? r.owner : r.repository) = who;
+    r.team = team;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 absl::StatusOr<std::unique_ptr<CallerAuthenticator>> CallerAuthenticator::New(std::vector<ServiceToken> tokens,
                                                                               std::unique_ptr<OidcVerifier> oidc,
-                                                                              std::string team_claim) {
+                                                                              std::vector<OidcCallerRule> rules) {
   if (tokens.empty() && !oidc) return absl::InvalidArgumentError("no service tokens and no OIDC issuer: nobody could call");
+  if (oidc && rules.empty()) {
+    return absl::InvalidArgumentError(
+        "OIDC callers are on but no allow rule says who may call: any repository on GitHub can mint a token with "
+        "any audience; list owners or repositories, each with its team");
+  }
   std::unique_ptr<CallerAuthenticator> a(new CallerAuthenticator());
   a->tokens_ = std::move(tokens);
   a->oidc_ = std::move(oidc);
-  a->team_claim_ = std::move(team_claim);
+  for (auto& r : rules) {
+    r.owner = absl::AsciiStrToLower(r.owner);
+    r.repository = absl::AsciiStrToLower(r.repository);
+  }
+  a->rules_ = std::move(rules);
   return a;
 }
 
@@ -102,11 +136,18 @@ absl::StatusOr<Caller> CallerAuthenticator::Authenticate(std::string_view author
   if (oidc_ && std::count(token.begin(), token.end(), '.') == 2) {
     auto identity = oidc_->Verify(token);
     if (!identity.ok()) return identity.status();
-    const boost::json::value* team = identity->claims.if_contains(team_claim_);
-    if (!team || !team->is_string() || team->as_string().empty()) {
-      return absl::UnauthenticatedError("the token has no " + team_claim_ + " claim to name a team");
+    // The repository claim is signed by the issuer; its owner part is the
+    // owner (repository_owner carries the same for GitHub).
+    std::string repo = absl::AsciiStrToLower(identity->repository);
+    std::string owner = repo.substr(0, repo.find('/'));
+    const OidcCallerRule* by_owner = nullptr;
+    for (const auto& r : rules_) {
+      if (!r.repository.empty() && r.repository == repo) return Caller{identity->repository, r.team, false, "oidc"};
+      if (!r.owner.empty() && r.owner == owner) by_owner = &r;
     }
-    return Caller{identity->repository, std::string(team->as_string()), false, "oidc"};
+    if (by_owner) return Caller{identity->repository, by_owner->team, false, "oidc"};
+    return absl::PermissionDeniedError("OIDC caller " + identity->repository +
+                                       " is not admitted by any allow rule (lifecycle.oidc.allow)");
   }
   return absl::UnauthenticatedError("unknown token");
 }

@@ -2,6 +2,7 @@
 // name and a team; everything else is refused with a reason.
 #include "relay/auth/callers.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
@@ -55,36 +56,60 @@ TEST(CallersTest, TokensFileMistakesAreNamed) {
   EXPECT_FALSE(CallerAuthenticator::New({}, nullptr).ok()) << "nobody could call";
 }
 
-TEST(CallersTest, OidcTokensTakeTheirTeamFromAClaim) {
+// OIDC callers need an explicit allow rule; the team is the rule's, never
+// a claim's (issue 15: any repository on GitHub can mint a token with the
+// configured audience, and an organisation can be named like a team).
+TEST(CallersTest, OidcCallersAreAdmittedOnlyByAnAllowRuleAndTakeItsTeam) {
   FakeClock clock;
   auto [priv, pub] = relay::testing::NewRsaKeyPairPem();
   RsaKey key = *RsaKey::FromPem(priv);
   std::string jwks = json::serialize(json::object{{"keys", json::array{*ToJwk(key, "k1")}}});
-  auto verifier = OidcVerifier::New({OidcIssuer{kIssuer, "relay-lifecycle", "https://jwks", "", "repository", {}, {}}},
-                                    {}, &clock,
-                                    [&](const std::string&, std::chrono::milliseconds) -> absl::StatusOr<std::string> {
-                                      return jwks;
-                                    });
-  ASSERT_TRUE(verifier.ok());
-  auto a = CallerAuthenticator::New({}, std::move(*verifier));
-  ASSERT_TRUE(a.ok());
+  auto verifier = [&] {
+    return *OidcVerifier::New({OidcIssuer{kIssuer, "relay-lifecycle", "https://jwks", "", "repository", {}, {}}}, {},
+                              &clock,
+                              [&](const std::string&, std::chrono::milliseconds) -> absl::StatusOr<std::string> {
+                                return jwks;
+                              });
+  };
+  EXPECT_FALSE(CallerAuthenticator::New({}, verifier()).ok()) << "OIDC without an allow list admits all of GitHub";
+  auto rules = ParseOidcCallerRules({"Acme=npu-infra", "ml-org/trainer=ml", "ml-org=ml-readers"});
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  auto a = CallerAuthenticator::New({}, verifier(), *rules);
+  ASSERT_TRUE(a.ok()) << a.status();
   int64_t now = clock.UnixMillis() / 1000;
-  json::object claims{{"iss", kIssuer}, {"aud", "relay-lifecycle"}, {"repository", "acme/npu"},
-                      {"repository_owner", "acme"}, {"iat", now}, {"nbf", now}, {"exp", now + 300}};
-  auto caller = (*a)->Authenticate("Bearer " + *SignRs256(claims, key, "k1"));
+  auto token = [&](const std::string& repo, const std::string& owner_claim) {
+    json::object claims{{"iss", kIssuer}, {"aud", "relay-lifecycle"}, {"repository", repo},
+                        {"repository_owner", owner_claim}, {"iat", now}, {"nbf", now}, {"exp", now + 300}};
+    return "Bearer " + *SignRs256(claims, key, "k1");
+  };
+  auto caller = (*a)->Authenticate(token("acme/npu", "acme"));
   ASSERT_TRUE(caller.ok()) << caller.status();
-  EXPECT_EQ(caller->team, "acme");
+  EXPECT_EQ(caller->team, "npu-infra") << "the rule's team, not the owner's name";
   EXPECT_EQ(caller->name, "acme/npu");
   EXPECT_FALSE(caller->admin);
   EXPECT_EQ(caller->via, "oidc");
-
-  claims.erase("repository_owner");
-  auto no_team = (*a)->Authenticate("Bearer " + *SignRs256(claims, key, "k1"));
-  EXPECT_EQ(no_team.status().code(), absl::StatusCode::kUnauthenticated);
-  claims["repository_owner"] = "acme";
-  claims["aud"] = "someone-else";
+  // A repository rule wins over its owner's.
+  EXPECT_EQ((*a)->Authenticate(token("ML-Org/Trainer", "ML-Org"))->team, "ml");
+  EXPECT_EQ((*a)->Authenticate(token("ml-org/other", "ml-org"))->team, "ml-readers");
+  // Anyone else, whatever their claims say: refused, with the reason.
+  for (auto [repo, owner] : {std::pair{"evil-org/anything", "evil-org"}, std::pair{"ml/anything", "ml"},
+                             std::pair{"npu-infra/x", "npu-infra"}, std::pair{"evil-org/x", "acme"}}) {
+    auto refused = (*a)->Authenticate(token(repo, owner));
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << repo;
+    EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("not admitted")) << repo;
+  }
+  json::object claims{{"iss", kIssuer}, {"aud", "someone-else"}, {"repository", "acme/npu"},
+                      {"iat", now}, {"nbf", now}, {"exp", now + 300}};
   EXPECT_EQ((*a)->Authenticate("Bearer " + *SignRs256(claims, key, "k1")).status().code(),
             absl::StatusCode::kUnauthenticated);
+}
+
+TEST(CallersTest, AllowRulesAreCheckedWhenRead) {
+  EXPECT_TRUE(ParseOidcCallerRules({"acme=t", "acme/x=t"}).ok());
+  for (const char* bad : {"acme", "=team", "acme=", "a/b/c=t", "/x=t", "acme/=t", "ac me=t"}) {
+    EXPECT_FALSE(ParseOidcCallerRules({bad}).ok()) << bad;
+  }
+  EXPECT_FALSE(ParseOidcCallerRules({"acme=t", "ACME=u"}).ok()) << "listed twice";
 }
 
 }  // namespace

@@ -47,7 +47,7 @@ const std::set<std::string>& SuiteKeys() {
       "stats.topics.test_reports", "stats.topics.cluster_events",
       // relay-lifecycle
       "grpc.listen", "lifecycle.provider", "lifecycle.tokens_file", "lifecycle.oidc.issuer",
-      "lifecycle.oidc.audience", "lifecycle.oidc.jwks_url", "lifecycle.oidc.jwks_file", "lifecycle.oidc.team_claim",
+      "lifecycle.oidc.audience", "lifecycle.oidc.jwks_url", "lifecycle.oidc.jwks_file", "lifecycle.oidc.team_claim", "lifecycle.oidc.allow",
       "lifecycle.providers_file", "lifecycle.tls.cert_file", "lifecycle.tls.key_file", "lifecycle.tls.client_ca_file",
       "lifecycle.pools_file", "lifecycle.state_dir", "lifecycle.owner", "lifecycle.topics.clusters",
       "lifecycle.topics.events", "lifecycle.topics.leader", "lifecycle.topics.webhooks", "lifecycle.reconcile_interval",

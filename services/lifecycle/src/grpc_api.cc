@@ -107,7 +107,7 @@ class Service final : public v1::LifecycleApi::Service {
     absl::Status st = caller.ok() ? body(*caller) : caller.status();
     calls_.Add({{"method", method}, {"code", std::string(absl::StatusCodeToString(st.code()))}}).Increment();
     if (!caller.ok()) {
-      log::Warn("unauthenticated call refused", {{"method", method}, {"peer", ctx->peer()}, {"reason", std::string(st.message())}});
+      log::Warn("call refused: caller not authenticated or not admitted", {{"method", method}, {"peer", ctx->peer()}, {"reason", std::string(st.message())}});
     }
     return ToGrpc(st);
   }

@@ -34,7 +34,7 @@ class LifecycleService final : public service::Service {
       RELAY_ASSIGN_OR_RETURN(oidc, auth::OidcVerifier::New(std::move(issuers), {}, &runtime.clock()));
       if (auto st = oidc->Prefetch(); !st.ok()) log::Warn("JWKS not loaded at start", {{"error", std::string(st.message())}});
     }
-    RELAY_ASSIGN_OR_RETURN(callers_, auth::CallerAuthenticator::New(std::move(tokens), std::move(oidc), s_.oidc_team_claim));
+    RELAY_ASSIGN_OR_RETURN(callers_, auth::CallerAuthenticator::New(std::move(tokens), std::move(oidc), s_.oidc_allow));
     if (callers_->oidc()) {
       runtime.Every(60s, [this] {
         if (auto st = callers_->oidc()->RefreshStale(); !st.ok()) log::Warn("JWKS refresh failed", {{"error", std::string(st.message())}});
@@ -161,7 +161,22 @@ absl::StatusOr<LifecycleSettings> LoadSettings(Config& config) {
   s.kubernetes.ray_image = config.String("lifecycle.kubernetes.ray_image", s.kubernetes.ray_image);
   s.tokens_file = config.String("lifecycle.tokens_file", "");
   s.oidc = auth::ReadOidcSettings(config, "lifecycle");
-  s.oidc_team_claim = config.String("lifecycle.oidc.team_claim", s.oidc_team_claim);
+  if (!config.String("lifecycle.oidc.team_claim", "").empty()) {
+    config.Fail("lifecycle.oidc.team_claim", "removed: a claim never names a team (anyone can register an "
+                                             "organisation named like one); map owners to teams in lifecycle.oidc.allow");
+  }
+  auto rules = auth::ParseOidcCallerRules(config.StringList("lifecycle.oidc.allow"));
+  if (!rules.ok()) {
+    config.Fail("lifecycle.oidc.allow", std::string(rules.status().message()));
+  } else {
+    s.oidc_allow = std::move(*rules);
+  }
+  bool oidc_on = !s.oidc.audience.empty() || !s.oidc.providers_file.empty();
+  if (oidc_on && s.oidc_allow.empty()) {
+    config.Fail("lifecycle.oidc.allow", "required with OIDC callers (lifecycle.oidc.audience or "
+                                        "lifecycle.providers_file): any repository on GitHub can mint a token for "
+                                        "any audience; list `owner=team` or `owner/repo=team` entries");
+  }
   if (s.tokens_file.empty() && s.oidc.audience.empty() && s.oidc.providers_file.empty()) {
     config.Fail("lifecycle.tokens_file", "required (or lifecycle.oidc.audience / lifecycle.providers_file): "
                                          "the API refuses every call without credentials");

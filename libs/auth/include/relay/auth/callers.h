@@ -12,12 +12,18 @@
 //    digests), every entry checked, so timing tells nothing about which
 //    entry came close.
 //  - OIDC ID tokens (a CI job's identity), through the same OidcVerifier the
-//    collector uses; the caller's team is a claim of the token
-//    (`team_claim`, default repository_owner: the GitHub organization), its
-//    name the token's repository. OIDC callers are never admins.
+//    collector uses, admitted only by an explicit allow rule: a GitHub owner
+//    (every repository of it) or one repository, each mapped to the team it
+//    acts as. The workflow picks a token's audience, so without such a rule
+//    any repository on GitHub could call. The team is what the rule says,
+//    never a claim's value: organisation names share one namespace with
+//    anyone's, so an organisation named like an internal team gets nothing
+//    by it. The caller's name is the token's repository. OIDC callers are
+//    never admins.
 //
-// Thread-safe once built. Errors are Unauthenticated with a reason safe to
-// show the caller (never the token).
+// Thread-safe once built. Errors are Unauthenticated (no or bad
+// credentials) or PermissionDenied (a valid OIDC token no rule admits),
+// with a reason safe to show the caller (never the token).
 #pragma once
 
 #include <array>
@@ -52,13 +58,27 @@ absl::StatusOr<std::vector<ServiceToken>> ParseServiceTokens(std::string_view ya
 // The hex SHA-256 a tokens file stores for `token` (for operators' tooling).
 std::string ServiceTokenDigest(std::string_view token);
 
+// Which OIDC callers are admitted, and as which team: `owner` (every
+// repository of that GitHub owner) or `repository` (owner/name, exactly),
+// compared case-insensitively as GitHub does. A repository rule wins over
+// its owner's.
+struct OidcCallerRule {
+  std::string owner;       // one of owner / repository
+  std::string repository;
+  std::string team;
+};
+// Rules from "owner=team" and "owner/name=team" entries (the form config
+// lists take); InvalidArgument naming the entry.
+absl::StatusOr<std::vector<OidcCallerRule>> ParseOidcCallerRules(const std::vector<std::string>& entries);
+
 class CallerAuthenticator {
  public:
   // `oidc` may be null (service tokens only); `tokens` may be empty (OIDC
-  // only); not both.
+  // only); not both. With `oidc`, `rules` must not be empty (nobody on
+  // GitHub would be kept out).
   static absl::StatusOr<std::unique_ptr<CallerAuthenticator>> New(std::vector<ServiceToken> tokens,
                                                                   std::unique_ptr<OidcVerifier> oidc,
-                                                                  std::string team_claim = "repository_owner");
+                                                                  std::vector<OidcCallerRule> rules = {});
 
   // `authorization` is the whole header value ("Bearer <token>").
   absl::StatusOr<Caller> Authenticate(std::string_view authorization) const;
@@ -69,7 +89,7 @@ class CallerAuthenticator {
   CallerAuthenticator() = default;
   std::vector<ServiceToken> tokens_;
   std::unique_ptr<OidcVerifier> oidc_;
-  std::string team_claim_;
+  std::vector<OidcCallerRule> rules_;  // lower-cased owner / repository
 };
 
 }  // namespace relay::auth

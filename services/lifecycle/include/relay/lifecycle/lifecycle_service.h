@@ -26,7 +26,7 @@ struct LifecycleSettings {
   KubernetesOptions kubernetes;                    // lifecycle.kubernetes.*
   std::string tokens_file;                         // service tokens (hashed)
   auth::OidcSettings oidc;                         // lifecycle.oidc.*, lifecycle.providers_file
-  std::string oidc_team_claim = "repository_owner";
+  std::vector<auth::OidcCallerRule> oidc_allow;     // lifecycle.oidc.allow: who may call with OIDC, as which team
   TlsOptions tls;
   std::string pools_file;
   std::string state_dir;                           // local provider: logs, work dirs, lock
