@@ -78,7 +78,9 @@ std::string SqlFile(const std::string& rel) {
 // relay-stats processes, and a producer for the inputs.
 class StatsStack {
  public:
-  explicit StatsStack(const std::string& name)
+  // `dead_letter_topics`: false leaves the inputs' .dlq topics out (a
+  // consumer that must dead-letter then stops for good).
+  explicit StatsStack(const std::string& name, bool dead_letter_topics = true)
       : dir_(Env("RELAY_IT_DIR") + "/stats-" + name + "-" + Unique()),
         prefix_("it" + Unique() + "."),
         database_("it_" + name + "_" + Unique()),
@@ -87,7 +89,9 @@ class StatsStack {
     testing::RunCommand("mkdir -p " + dir_);
     for (const char* t : kInputs) {
       EXPECT_EQ(testing::CreateTopic(testing::FixtureBootstrap(), Topic(t), 3), "");
-      EXPECT_EQ(testing::CreateTopic(testing::FixtureBootstrap(), Topic(t) + ".dlq", 1), "");
+      if (dead_letter_topics) {
+        EXPECT_EQ(testing::CreateTopic(testing::FixtureBootstrap(), Topic(t) + ".dlq", 1), "");
+      }
     }
     kafka::ProducerOptions po;
     po.bootstrap = testing::FixtureBootstrap();
@@ -174,6 +178,7 @@ class StatsStack {
     return 0;
   }
   void Stop(int n) { procs_.erase(n); }
+  Subprocess& proc(int n) { return *procs_.at(n); }
   std::string Log(int n) const { return dir_ + "/stats" + std::to_string(n) + ".log"; }
 
   std::string Query(const std::string& sql) {
@@ -599,6 +604,22 @@ TEST(StatsIt, PoisonRecordsGoToTheDeadLetterTopicAndTheRestLands) {
   }
   ASSERT_EQ(dead_reports.size(), 1u) << error;
   EXPECT_THAT(*dead_reports[0].FindHeader(kafka::kDlqReasonHeader), HasSubstr("unknown outcome \"exploded\""));
+}
+
+// Issue 15, item 5: a consumer loop that ends (here: a poison record whose
+// dead-letter topic does not exist, so it can be neither dead-lettered nor
+// skipped) must not leave a process that looks alive and takes requests: it
+// logs why, fails /healthz, drains and exits 1 for its orchestrator to
+// restart it. Nothing of the record is committed.
+TEST(StatsIt, AConsumerThatStopsForGoodTakesTheProcessDownWithExitCode1) {
+  StatsStack s("fatal", /*dead_letter_topics=*/false);
+  s.Migrate();
+  s.Produce("ci.results", {{"bad-1", "\xff\xfe not a protobuf"}});
+  s.Start(1);
+  EXPECT_EQ(s.proc(1).Wait(90s), 1) << ReadFile(s.Log(1));
+  std::string log = ReadFile(s.Log(1));
+  EXPECT_THAT(log, HasSubstr("a part of the service stopped for good"));
+  EXPECT_THAT(log, HasSubstr("neither dead-lettered nor skipped"));
 }
 
 // --- the tier report ----------------------------------------------------------

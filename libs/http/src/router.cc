@@ -71,9 +71,12 @@ void Router::Handle(Request&& request, Responder responder) const {
   responder.Send(std::move(response));
 }
 
-void AddOpsRoutes(Router& router, prometheus::Registry& registry, std::function<absl::Status()> ready) {
-  router.Add(bhttp::verb::get, "/healthz", [](Request&&, Responder r) {
-    r.Send(MakeResponse(200, "ok\n", "text/plain"));
+void AddOpsRoutes(Router& router, prometheus::Registry& registry, std::function<absl::Status()> ready,
+                  std::function<absl::Status()> live) {
+  router.Add(bhttp::verb::get, "/healthz", [live = std::move(live)](Request&&, Responder r) {
+    absl::Status status = live ? live() : absl::OkStatus();
+    r.Send(MakeResponse(status.ok() ? 200 : 503,
+                        status.ok() ? "ok\n" : "unhealthy: " + std::string(status.message()) + "\n", "text/plain"));
   });
   router.Add(bhttp::verb::get, "/readyz", [ready = std::move(ready)](Request&&, Responder r) {
     absl::Status status = ready();

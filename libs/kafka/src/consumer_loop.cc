@@ -44,6 +44,7 @@ LoopConsumer::LoopConsumer(std::unique_ptr<Source> source, LoopOptions options, 
                          .Help("Records per batch handed to a handler")
                          .Register(*registry_)
                          .Add({}, prometheus::Histogram::BucketBoundaries{1, 10, 100, 1000, 10'000, 100'000})) {
+  assign_backoff_ = options_.retry_backoff_min;
   source_->set_on_revoke([this](const std::vector<TopicPartition>& revoked) { OnRevoke(revoked); });
   source_->set_on_assign([this](const std::vector<TopicPartition>& assigned) { OnAssign(assigned); });
 }
@@ -66,7 +67,7 @@ absl::Status LoopConsumer::RunBatches(BatchOptions options, BatchHandler handler
   options.max_records = std::max<size_t>(options.max_records, 1);
   while (!stop_) {
     if (absl::Status fatal = source_->Fatal(); !fatal.ok()) return Fail(fatal);
-    if (!assign_error_.ok()) return Fail(assign_error_);
+    RetryAssignDue();
     ResumeDue();
     milliseconds wait(100);
     if (!pending_.empty()) {
@@ -81,8 +82,12 @@ absl::Status LoopConsumer::RunBatches(BatchOptions options, BatchHandler handler
       // A record fetched before its partition was paused: it comes again
       // after the rewind, in order.
       if (it != backoff_.end() && it->second.resume_at) continue;
-      // A failed assignment hook: nothing of that state may be handed over.
-      if (!assign_error_.ok()) continue;
+      // A partition whose assignment hook has not succeeded yet: nothing of
+      // it may be handed over; it is read again from here once it has.
+      if (auto u = unready_.find({record->topic, record->partition}); u != unready_.end()) {
+        if (!u->second || record->offset < *u->second) u->second = record->offset;
+        continue;
+      }
       if (pending_.empty()) first_at_ = Clock::now();
       pending_bytes_ += static_cast<int64_t>(record->key.size() + record->value.size());
       pending_.push_back(std::move(*record));
@@ -214,16 +219,59 @@ void LoopConsumer::ResumeDue() {
 }
 
 void LoopConsumer::OnAssign(const std::vector<TopicPartition>& assigned) {
-  if (!options_.on_assign || !assign_error_.ok()) return;
+  if (!options_.on_assign || assigned.empty()) return;
   absl::Status s = options_.on_assign(assigned);
-  if (!s.ok()) {
-    assign_error_ = absl::Status(s.code(), "partition assignment hook: " + std::string(s.message()));
+  if (s.ok()) return;
+  // Not the end of the consumer (a state load that hit its reader timeout
+  // succeeds a moment later): the partitions wait, paused, and the hook is
+  // tried again with a backoff while polling goes on (rebalances and other
+  // partitions are served meanwhile).
+  for (const auto& tp : assigned) {
+    source_->Pause(tp);
+    unready_.try_emplace(tp, std::nullopt);
   }
+  AssignFailed(s);
+}
+
+void LoopConsumer::AssignFailed(const absl::Status& s) {
+  assign_retry_at_ = Clock::now() + assign_backoff_;
+  log::Warn("partition assignment hook failed; its partitions wait for a retry",
+            {{"partitions", static_cast<int64_t>(unready_.size())}, {"error", std::string(s.message())},
+             {"retry_in_ms", assign_backoff_.count()}});
+  SetAssignHealth(absl::UnavailableError("partition assignment hook failing (retried every " +
+                                         std::to_string(assign_backoff_.count()) + " ms): " + std::string(s.message())));
+  assign_backoff_ = std::min(assign_backoff_ * 2, options_.retry_backoff_max);
+}
+
+void LoopConsumer::RetryAssignDue() {
+  if (unready_.empty() || Clock::now() < assign_retry_at_) return;
+  std::vector<TopicPartition> tps;
+  for (const auto& [tp, first] : unready_) tps.push_back(tp);
+  absl::Status s = options_.on_assign(tps);
+  if (!s.ok()) return AssignFailed(s);
+  for (auto it = unready_.begin(); it != unready_.end();) {
+    // Records fetched while it waited were dropped: read them again.
+    if (it->second) {
+      if (absl::Status rewound = source_->Rewind(it->first, *it->second); !rewound.ok()) {
+        AssignFailed(rewound);
+        return;
+      }
+    }
+    source_->Resume(it->first);
+    it = unready_.erase(it);
+  }
+  assign_backoff_ = options_.retry_backoff_min;
+  SetAssignHealth(absl::OkStatus());
+  log::Info("partition assignment hook succeeded on a retry", {{"partitions", static_cast<int64_t>(tps.size())}});
 }
 
 void LoopConsumer::OnRevoke(const std::vector<TopicPartition>& revoked) {
   if (options_.on_revoke) options_.on_revoke(revoked);
-  for (const auto& tp : revoked) backoff_.erase(tp);
+  for (const auto& tp : revoked) {
+    backoff_.erase(tp);
+    unready_.erase(tp);
+  }
+  if (unready_.empty()) SetAssignHealth(absl::OkStatus());
   // Records of a revoked partition not yet handed over belong to its next
   // owner now; handing them over here would do their effect twice.
   auto gone = [&](const ConsumedRecord& r) {
@@ -246,10 +294,16 @@ void LoopConsumer::SetHealth(absl::Status status) {
   health_ = std::move(status);
 }
 
+void LoopConsumer::SetAssignHealth(absl::Status status) {
+  std::lock_guard lock(health_mu_);
+  assign_health_ = std::move(status);
+}
+
 absl::Status LoopConsumer::Health() const {
   {
     std::lock_guard lock(health_mu_);
     if (!health_.ok()) return health_;
+    if (!assign_health_.ok()) return assign_health_;
   }
   return source_->Degraded();
 }

@@ -97,14 +97,21 @@ class LoopConsumer final : public Consumer {
   void ResumeDue();
   void OnRevoke(const std::vector<TopicPartition>& revoked);
   void OnAssign(const std::vector<TopicPartition>& assigned);
+  void AssignFailed(const absl::Status& why);
+  void RetryAssignDue();
   absl::Status Fail(absl::Status status);
   void SetHealth(absl::Status status);
+  void SetAssignHealth(absl::Status status);
 
   std::shared_ptr<prometheus::Registry> registry_;  // before source_: outlives it
   std::unique_ptr<Source> source_;
   LoopOptions options_;
   Producer* dead_letters_;
-  absl::Status assign_error_;  // loop thread: an on_assign hook failed
+  // Partitions whose on_assign hook failed (loop thread): paused until a
+  // retry succeeds, with the first offset dropped meanwhile (read again).
+  std::map<TopicPartition, std::optional<int64_t>> unready_;
+  std::chrono::milliseconds assign_backoff_{100};
+  std::chrono::steady_clock::time_point assign_retry_at_{};
   prometheus::Family<prometheus::Counter>& outcomes_;
   prometheus::Counter& done_;
   prometheus::Counter& dead_lettered_;
@@ -130,6 +137,7 @@ class LoopConsumer final : public Consumer {
 
   mutable std::mutex health_mu_;
   absl::Status health_;
+  absl::Status assign_health_;  // a failing assignment hook, while it is retried
 };
 
 }  // namespace relay::kafka::internal

@@ -375,6 +375,45 @@ TEST(ConsumerIT, FatalErrorStopsTheConsumerAndHealthSaysWhy) {
   EXPECT_FALSE((*a)->Health().ok());
 }
 
+// Issue 15, item 5: a partition-assignment hook that fails (dispatch's
+// ledger load, collector's state load hitting its reader timeout) no
+// longer ends the consumer for good: its partitions wait, paused, and the
+// hook is retried with a backoff; once it succeeds every record comes, none
+// handed over before, none skipped.
+TEST(ConsumerIT, AFailingAssignHookIsRetriedAndNoRecordIsHandedOverBeforeIt) {
+  std::random_device rd;
+  std::string topic = "it.assign." + std::to_string(rd());
+  ASSERT_EQ(relay::testing::CreateTopic(relay::testing::FixtureBootstrap(), topic, 3), "");
+  ProducerOptions popts;
+  popts.bootstrap = relay::testing::FixtureBootstrap();
+  auto producer = NewKafkaProducer(popts, nullptr);
+  ASSERT_TRUE(producer.ok());
+  std::vector<std::string> values;
+  for (int i = 0; i < 30; ++i) values.push_back("v" + std::to_string(i));
+  ProduceAll(**producer, topic, values);
+  ConsumerOptions options;
+  options.bootstrap = relay::testing::FixtureBootstrap();
+  options.group_id = "it-assign-" + std::to_string(rd());
+  options.topics = {topic};
+  options.retry_backoff_min = 100ms;
+  options.retry_backoff_max = 400ms;
+  std::atomic<int> hook_calls{0};
+  std::atomic<bool> loaded{false};
+  options.on_assign = [&](const std::vector<TopicPartition>&) {
+    if (++hook_calls <= 3) return absl::DeadlineExceededError("state load: reader timed out");
+    loaded = true;
+    return absl::OkStatus();
+  };
+  std::atomic<bool> early{false};
+  auto done = ConsumeUntil(options, producer->get(), values.size(), [&](const ConsumedRecord&) {
+    if (!loaded) early = true;
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(done.size(), values.size()) << "records of the waiting partitions were skipped";
+  EXPECT_FALSE(early) << "a record was handed over before its partition's state was loaded";
+  EXPECT_GE(hook_calls.load(), 4);
+}
+
 TEST(ConsumerIT, MissingDeadLetterTopicStopsTheConsumerWithoutSkipping) {
   std::string topic = NewTopic("nodlq", 1);  // and no <topic>.dlq
   auto producer = NewProducer();

@@ -306,7 +306,7 @@ TEST_F(ConsumerLoopTest, FatalClientErrorSurfaces) {
   EXPECT_EQ(Committed(0), -1);
 }
 
-TEST_F(ConsumerLoopTest, TheAssignHookRunsBeforeAnyRecordAndItsFailureStopsTheConsumer) {
+TEST_F(ConsumerLoopTest, TheAssignHookRunsBeforeAnyRecordAndAFailingOneIsRetriedNotTheEnd) {
   Put(0, "a");
   Put(1, "b");
   ConsumerOptions options = Options();
@@ -325,18 +325,41 @@ TEST_F(ConsumerLoopTest, TheAssignHookRunsBeforeAnyRecordAndItsFailureStopsTheCo
   ASSERT_EQ(events.size(), 3u);
   EXPECT_EQ(events[0], "assigned 2");
 
+  // A hook that fails (a state load hitting its reader timeout) twice: the
+  // consumer does not end; its partitions wait, Health says why, and once
+  // the hook succeeds every record comes, in order, none skipped.
   Put(0, "c");
+  Put(0, "d");
   ConsumerOptions failing = Options();
-  failing.on_assign = [](const std::vector<TopicPartition>&) { return absl::UnavailableError("ledger unreadable"); };
-  auto broken = testing::NewFakeConsumer(&broker_, failing, &dlq_);
-  bool handled = false;
-  absl::Status status = broken->Run([&](const ConsumedRecord&) {
-    handled = true;
-    return absl::OkStatus();
+  std::atomic<int> calls{0};
+  failing.on_assign = [&](const std::vector<TopicPartition>& tps) {
+    EXPECT_EQ(tps.size(), 2u);
+    return ++calls <= 2 ? absl::UnavailableError("ledger unreadable") : absl::OkStatus();
+  };
+  auto flaky = testing::NewFakeConsumer(&broker_, failing, &dlq_);
+  std::vector<std::string> handled;
+  std::mutex mu;
+  std::atomic<bool> seen_unhealthy{false};
+  std::thread watch([&] {
+    relay::testing::WaitFor([&] {
+      absl::Status h = flaky->Health();
+      if (!h.ok() && std::string(h.message()).find("ledger unreadable") != std::string::npos) seen_unhealthy = true;
+      return seen_unhealthy.load();
+    }, 10s, 1ms);
   });
-  EXPECT_THAT(std::string(status.message()), HasSubstr("ledger unreadable"));
-  EXPECT_FALSE(handled);
-  EXPECT_EQ(Committed(0), 1);
+  RunUntil(*flaky, [&] {
+    return flaky->Run([&](const ConsumedRecord& r) {
+      std::lock_guard lock(mu);
+      EXPECT_GE(calls.load(), 3) << "a record was handed over before the hook succeeded";
+      handled.push_back(r.value);
+      return absl::OkStatus();
+    });
+  }, [&] { return Committed(0) == 3; });
+  watch.join();
+  EXPECT_TRUE(seen_unhealthy) << "Health() did not say the hook was failing";
+  EXPECT_EQ(calls.load(), 3);
+  EXPECT_THAT(handled, ElementsAre("c", "d"));
+  EXPECT_TRUE(flaky->Health().ok()) << flaky->Health();
 }
 
 TEST_F(ConsumerLoopTest, ReaderReadsEveryPartitionToTheEndSeenAtTheStart) {

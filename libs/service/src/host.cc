@@ -1,5 +1,8 @@
 #include "relay/service/host.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -128,6 +131,11 @@ class HostImpl final : public Host, public Runtime {
                          .Name("relay_service_ready")
                          .Help("1 while /readyz answers 200")
                          .Register(registry_)
+                         .Add({})),
+        fatal_gauge_(prometheus::BuildGauge()
+                         .Name("relay_service_fatal")
+                         .Help("1 once a part of the service stopped for good (/healthz answers 503; the process exits)")
+                         .Register(registry_)
                          .Add({})) {}
 
   ~HostImpl() override {
@@ -136,7 +144,7 @@ class HostImpl final : public Host, public Runtime {
 
   absl::Status Start(Starter starter) {
     RELAY_ASSIGN_OR_RETURN(service_, starter(*this));
-    http::AddOpsRoutes(router_, registry_, [this] { return Ready(); });
+    http::AddOpsRoutes(router_, registry_, [this] { return Ready(); }, [this] { return Live(); });
     http::ServerOptions options = settings_.http;
     options.body_limit = router_.MaxBodyLimit();
     if (options.max_body_bytes_in_flight < static_cast<int64_t>(options.body_limit)) {
@@ -179,9 +187,44 @@ class HostImpl final : public Host, public Runtime {
   uint16_t port() const override { return server_ ? server_->port() : 0; }
   Runtime& runtime() override { return *this; }
 
+  void Fatal(const std::string& component, const absl::Status& why) override {
+    std::function<void()> handler;
+    {
+      std::lock_guard lock(mu_);
+      if (!fatal_.emplace(component, std::string(why.message())).second) return;
+      if (!fatal_reported_) {
+        fatal_reported_ = true;
+        handler = on_fatal_;
+      }
+    }
+    log::Error("a part of the service stopped for good; the process will exit",
+               {{"component", component}, {"error", std::string(why.message())}});
+    fatal_gauge_.Set(1);
+    if (handler) handler();
+  }
+
+  void OnFatal(std::function<void()> handler) override {
+    bool now;
+    {
+      std::lock_guard lock(mu_);
+      on_fatal_ = handler;
+      now = fatal_reported_;
+    }
+    if (now && handler) handler();
+  }
+
+  absl::Status Live() const override {
+    std::lock_guard lock(mu_);
+    if (fatal_.empty()) return absl::OkStatus();
+    std::vector<std::string> reasons;
+    for (const auto& [component, why] : fatal_) reasons.push_back(component + " stopped: " + why);
+    return absl::UnavailableError(absl::StrJoin(reasons, "; "));
+  }
+
   absl::Status Ready() const override {
     std::vector<std::string> reasons;
     if (draining_.load()) reasons.push_back("draining (shutting down)");
+    if (absl::Status live = Live(); !live.ok()) reasons.push_back(std::string(live.message()));
     {
       std::lock_guard lock(mu_);
       for (const auto& [name, check] : checks_) {
@@ -246,12 +289,16 @@ class HostImpl final : public Host, public Runtime {
   SystemClock system_clock_;
   prometheus::Registry registry_;
   prometheus::Gauge& ready_gauge_;
+  prometheus::Gauge& fatal_gauge_;
   http::Router router_;
   mutable std::mutex mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;
   std::vector<std::pair<std::string, std::function<absl::Status()>>> checks_;
   std::vector<std::thread> tasks_;
+  std::map<std::string, std::string> fatal_;  // component -> why (Fatal)
+  bool fatal_reported_ = false;
+  std::function<void()> on_fatal_;
   std::atomic<bool> draining_{false};
   std::atomic<bool> shut_down_{false};
   bool clean_ = true;
@@ -316,11 +363,19 @@ int Main(int argc, char** argv, Definition definition) {
     std::ofstream(tmp) << (*host)->port() << "\n";
     std::rename(tmp.c_str(), port_file.c_str());
   }
+  // A Fatal wakes the wait below as a signal would (shutdown signals are
+  // blocked in every thread and taken by sigwait).
+  (*host)->OnFatal([] { ::kill(::getpid(), SIGTERM); });
   int sig = WaitForShutdownSignal();
-  log::Info("shutdown signal", {{"signal", strsignal(sig)}});
+  bool fatal = !(*host)->Live().ok();
+  if (fatal) {
+    log::Error("shutting down: a part of the service stopped", {{"error", std::string((*host)->Live().message())}});
+  } else {
+    log::Info("shutdown signal", {{"signal", strsignal(sig)}});
+  }
   bool clean = (*host)->Shutdown();
   host->reset();
-  return clean ? 0 : 1;
+  return clean && !fatal ? 0 : 1;
 }
 
 }  // namespace relay::service

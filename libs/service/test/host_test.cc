@@ -205,3 +205,34 @@ TEST(HostTest, DrainTurnsReadinessOffWhileServingThenFinishesInFlightThenDrainsT
 
 }  // namespace
 }  // namespace relay::service
+
+namespace relay::service {
+namespace {
+
+// A part of the service that stops for good (a consumer loop that ended)
+// must not leave a process that looks alive: /healthz and /readyz answer
+// 503 naming it, and Main's handler is called once to start the drain.
+TEST(HostTest, AFatalPartMakesHealthzFailAndAsksForTheExit) {
+  Journal journal;
+  auto host = Host::Start(Demo(&journal), MakeConfig({{"RELAY_HTTP_DRAIN_DELAY", "0s"}}));
+  ASSERT_TRUE(host.ok()) << host.status();
+  HttpClient client("127.0.0.1", (*host)->port());
+  EXPECT_EQ(client.Get("/healthz").status, 200);
+  std::atomic<int> asked{0};
+  (*host)->OnFatal([&] { ++asked; });
+  std::thread([&] { (*host)->runtime().Fatal("consumer", absl::AbortedError("fatal client error: FENCED")); }).join();
+  (*host)->runtime().Fatal("consumer", absl::AbortedError("again"));
+  auto health = client.Get("/healthz");
+  EXPECT_EQ(health.status, 503);
+  EXPECT_THAT(health.body, HasSubstr("consumer stopped: fatal client error: FENCED"));
+  EXPECT_EQ(client.Get("/readyz").status, 503);
+  EXPECT_EQ(asked.load(), 1);
+  EXPECT_FALSE((*host)->Live().ok());
+  // A handler set after the fact is still called (Main sets it once started).
+  std::atomic<int> late{0};
+  (*host)->OnFatal([&] { ++late; });
+  EXPECT_EQ(late.load(), 1);
+}
+
+}  // namespace
+}  // namespace relay::service

@@ -198,9 +198,11 @@ class DispatchService final : public service::Service {
     kafka::BatchOptions batches;
     batches.max_records = s.batch_records;
     batches.max_wait = 5ms;  // plan soon: a dispatch's latency starts at the webhook
-    consumer_thread_ = std::thread([this, batches] {
+    // A loop that ends with an error (a fatal client error, a dead-letter
+    // topic refusing records) must not leave a process that looks alive.
+    consumer_thread_ = std::thread([this, batches, &runtime] {
       absl::Status ended = consumer_->RunBatches(batches, [this](kafka::Batch& b) { return HandleBatch(b); });
-      if (!ended.ok()) log::Error("consumer stopped", {{"error", std::string(ended.message())}});
+      if (!ended.ok()) runtime.Fatal("consumer", ended);
     });
     log::Info("relay-dispatch configured",
               {{"upstream", s.planner.upstream_repo},

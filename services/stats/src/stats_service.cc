@@ -130,9 +130,11 @@ class StatsService final : public service::Service {
     batches.max_records = s.batch_rows;
     batches.max_bytes = std::max<int64_t>(1 << 20, s.max_buffer_bytes / 4);
     batches.max_wait = s.batch_interval;
-    consumer_thread_ = std::thread([this, batches] {
+    // A loop that ends with an error (a fatal client error, a dead-letter
+    // topic refusing records) must not leave a process that looks alive.
+    consumer_thread_ = std::thread([this, batches, &runtime] {
       absl::Status ended = consumer_->RunBatches(batches, [this](kafka::Batch& b) { return HandleBatch(b); });
-      if (!ended.ok()) log::Error("consumer stopped", {{"error", std::string(ended.message())}});
+      if (!ended.ok()) runtime.Fatal("consumer", ended);
     });
     log::Info("relay-stats configured", {{"clickhouse", s.clickhouse.url},
                                          {"database", s.clickhouse.database},

@@ -52,9 +52,12 @@ class Router {
   std::map<std::string, std::vector<Route>, std::less<>> routes_;
 };
 
-// /healthz (process is up), /readyz (200 when `ready()` returns OK, else
+// /healthz (200 while `live()` returns OK or is empty: the process can go
+// on; 503 with the reason once a part of it stopped for good, so an
+// orchestrator restarts it), /readyz (200 when `ready()` returns OK, else
 // 503 with the reason in the body), and /metrics (Prometheus text format of
 // `registry`).
-void AddOpsRoutes(Router& router, prometheus::Registry& registry, std::function<absl::Status()> ready);
+void AddOpsRoutes(Router& router, prometheus::Registry& registry, std::function<absl::Status()> ready,
+                  std::function<absl::Status()> live = {});
 
 }  // namespace relay::http

@@ -75,8 +75,12 @@ inline constexpr char kDlqOffsetHeader[] = "relay-dlq-offset";
 
 // Partition ownership hooks, on the consuming thread. on_assign runs before
 // any record of the assigned partitions is handed over (rebuild per-partition
-// state there); an error stops the consumer (Run returns it). on_revoke runs
-// before another member may own them (drop that state).
+// state there); an error pauses those partitions and the hook is called
+// again for them (with every partition still waiting) after a backoff
+// (retry_backoff_min doubling to retry_backoff_max), with Health() saying
+// so, until it succeeds or they are revoked; no record of theirs is handed
+// over before. on_revoke runs before another member may own them (drop that
+// state).
 using PartitionsAssigned = std::function<absl::Status(const std::vector<TopicPartition>&)>;
 using PartitionsRevoked = std::function<void(const std::vector<TopicPartition>&)>;
 

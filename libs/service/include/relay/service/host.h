@@ -17,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 
 #include "relay/service/service.h"
@@ -34,6 +35,11 @@ class Host {
   virtual Runtime& runtime() = 0;
   // OK when ready; the reasons otherwise ("draining", failing checks).
   virtual absl::Status Ready() const = 0;
+  // OK while no part of the service stopped for good (Runtime::Fatal).
+  virtual absl::Status Live() const = 0;
+  // Called (once, on the thread that reported it) on the first
+  // Runtime::Fatal; Main uses it to start the drain.
+  virtual void OnFatal(std::function<void()> handler) = 0;
   // The drain sequence above. Idempotent. False if a step ran out of time.
   virtual bool Shutdown() = 0;
 };
@@ -41,8 +47,9 @@ class Host {
 // main() of every relay service:
 //   <name> [--config FILE] [--port-file FILE]
 // Every key can also come from RELAY_* variables. Runs until SIGTERM or
-// SIGINT, then drains. Exit codes: 0 drained cleanly, 1 start failure or an
-// incomplete drain, 2 bad usage or configuration. The port file is written
+// SIGINT, or until a part of the service stops for good (Runtime::Fatal),
+// then drains. Exit codes: 0 drained cleanly after a signal, 1 start
+// failure, an incomplete drain or a Fatal, 2 bad usage or configuration. The port file is written
 // (atomically) once the server listens, so a launcher can wait for it.
 int Main(int argc, char** argv, Definition definition);
 

@@ -92,6 +92,12 @@ class Runtime {
   // Runs `task` on a thread of the host now and then every `interval` until
   // the host shuts down (slow checks whose result a readiness check reads).
   virtual void Every(std::chrono::milliseconds interval, std::function<void()> task) = 0;
+  // A part of the service stopped for good (a consumer loop that ended with
+  // an error, a thread that cannot go on): the process must not look alive.
+  // Logs it, /healthz and /readyz answer 503 naming `component` and `why`
+  // from then on, and the process drains and exits 1 (service::Main), so an
+  // orchestrator restarts it. Any thread; idempotent per component.
+  virtual void Fatal(const std::string& component, const absl::Status& why) = 0;
 };
 
 class Service {
