@@ -33,6 +33,7 @@
 #include "support/http_client.h"
 #include "support/kafka_admin.h"
 #include "support/subprocess.h"
+#include "support/timing.h"
 #include "support/topic_reader.h"
 
 namespace relay {
@@ -725,6 +726,65 @@ TEST_F(DispatchIT, TheBudgetHoldsUnderTenTimesTheLoadAndL4GoesFirst) {
   for (size_t i = 0; i < 100 && i < calls.size(); ++i) l1_in_first_half += calls[i].repo.find("/a") != std::string::npos;
   // Apart from what the workers held before the L4 work was queued, L4 first.
   EXPECT_LE(l1_in_first_half, 8);
+}
+
+// Issue 15, item 4: a rebalance during a GitHub outage. Every call hangs
+// (60 s each) when a second instance joins: the first gives its started
+// writes dispatch.revoke_wait (2 s) and lets the partitions go, instead of
+// holding the whole group inside the rebalance callback for as long as
+// GitHub takes (up to retry_deadline + request_timeout before). The new
+// owner makes those writes again, each marked repeated and counted.
+TEST_F(DispatchIT, ARebalanceDuringAnOutageIsBoundedAndWritesInFlightAreRepeatedMarked) {
+  DispatchStack stack("revoke");
+  stack.SetAllowlist("L2: [it-org/r0, it-org/r1]\n");
+  std::map<std::string, std::string> env = {{"RELAY_KAFKA_SESSION_TIMEOUT", "6s"},
+                                            {"RELAY_DISPATCH_REVOKE_WAIT", "2s"},
+                                            {"RELAY_GITHUB_REQUEST_TIMEOUT", "90s"},
+                                            {"RELAY_KAFKA_MAX_POLL_INTERVAL", "120s"}};
+  uint16_t p1 = stack.StartDispatch(1, env);
+  ASSERT_NE(p1, 0) << stack.Log(1);
+  Payload push = APush(corpus_);
+  std::string run = "revoke-" + Unique() + "-";
+  // One event while GitHub answers, so installation tokens are cached and
+  // the writes below hang in the write itself, after their STARTED mark.
+  stack.Produce(push, run + "warm");
+  stack.Flush();
+  ASSERT_EQ(stack.WaitForDispatches(2, 60s, 0ms), 2u) << stack.Log(1);
+  stack.Fake("POST", "/_fake/config", R"({"latency_ms":60000})");
+  for (int i = 0; i < 4; ++i) stack.Produce(push, run + std::to_string(i));
+  stack.Flush();
+  // Instance 1 owns everything and has its writes in flight (STARTED).
+  ASSERT_TRUE(relay::testing::WaitFor([&] { return stack.Fake("GET", "/_fake/stats").at("in_flight").as_int64() >= 8; }, 60s))
+      << stack.Log(1);
+  auto joined = std::chrono::steady_clock::now();
+  uint16_t p2 = stack.StartDispatch(2, env);
+  ASSERT_NE(p2, 0) << stack.Log(2);
+  // The group settles (instance 2 gets partitions) within the bound, not
+  // after the 60 s calls.
+  auto assigned = [&] { return stack.Log(2).find("partitions assigned") != std::string::npos; };
+  ASSERT_TRUE(relay::testing::WaitFor(assigned, 40s)) << stack.Log(1);
+  auto settled = std::chrono::steady_clock::now() - joined;
+  std::cout << "rebalance settled after " << std::chrono::duration_cast<std::chrono::milliseconds>(settled).count()
+            << " ms" << std::endl;
+  EXPECT_LT(settled, 20s) << "the rebalance waited for the hanging calls";
+  EXPECT_GE(Metric(p1, "relay_dispatch_revoked_in_doubt_total"), 1);
+  // GitHub is back: whatever moved is made by its new owner, marked.
+  stack.Fake("POST", "/_fake/config", R"({"latency_ms":0})");
+  stack.dispatch(1).Signal(SIGKILL);  // its hanging calls would land later as unmarked repeats
+  stack.dispatch(1).Wait(10s);
+  std::vector<kafka::ConsumedRecord> dispatched;
+  relay::testing::WaitFor([&] { return (dispatched = TopicRecords("relay.dispatches", run)).size() >= 10; }, 120s);
+  std::set<std::pair<std::string, std::string>> pairs;
+  int repeated = 0;
+  for (const auto& r : dispatched) {
+    v1::DispatchRecord d;
+    ASSERT_TRUE(d.ParseFromString(r.value));
+    pairs.insert({d.delivery_id(), d.downstream_repo()});
+    repeated += d.repeated();
+  }
+  EXPECT_EQ(pairs.size(), 10u);
+  EXPECT_GE(repeated, 1) << "a write in flight at the revoke was made again without being marked";
+  EXPECT_GE(Metric(p2, "relay_dispatch_repeats_total"), repeated);
 }
 
 // Issue 15, item 7: github.requests is a write channel to GitHub for

@@ -35,7 +35,8 @@ const std::set<std::string>& SuiteKeys() {
       "kafka.group_id", "kafka.session_timeout", "github.api_url", "github.app_id", "github.private_key_file", "github.max_writes_per_minute", "github.max_writes_per_hour",
       "github.max_concurrency", "github.write_window", "github.request_timeout", "github.retry_deadline",
       "github.ca_file", "allowlist.file", "allowlist.reload_interval", "tokens.keys_file", "tokens.ttl",
-      "dispatch.upstream_repo", "dispatch.batch_records", "dispatch.batch_wait",
+      "dispatch.upstream_repo", "dispatch.batch_records", "dispatch.batch_wait", "dispatch.revoke_wait",
+      "kafka.max_poll_interval",
       // relay-collector
       "collector.oidc.issuer", "collector.oidc.audience", "collector.oidc.jwks_url", "collector.oidc.jwks_file",
       "collector.providers_file", "collector.zombie_timeout", "collector.sweep_interval",

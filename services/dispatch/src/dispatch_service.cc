@@ -113,6 +113,12 @@ class DispatchService final : public service::Service {
                                     "asks for); each goes to github.requests.dlq with the reason")
                               .Register(runtime.metrics())
                               .Add({})),
+        revoked_in_doubt_(prometheus::BuildCounter()
+                              .Name("relay_dispatch_revoked_in_doubt_total")
+                              .Help("Started writes still running when their partition moved to another member "
+                                    "(dispatch.revoke_wait): the next owner makes them again, marked repeated")
+                              .Register(runtime.metrics())
+                              .Add({})),
         uncertain_(prometheus::BuildCounter()
                        .Name("relay_github_uncertain_retries_total")
                        .Help("Writes retried after an attempt that may have reached GitHub (timeout or reset after "
@@ -184,6 +190,8 @@ class DispatchService final : public service::Service {
     co.retry_backoff_max = 1s;
     co.extra["session.timeout.ms"] = std::to_string(s.session_timeout.count());
     co.extra["heartbeat.interval.ms"] = std::to_string(std::max<int64_t>(1000, s.session_timeout.count() / 3));
+    // Set, not left to librdkafka's default: revoke_wait is bounded by it.
+    co.extra["max.poll.interval.ms"] = std::to_string(s.max_poll_interval.count());
     co.on_assign = [this](const std::vector<TopicPartition>& tps) { return ledger_->Load(tps); };
     co.on_revoke = [this](const std::vector<TopicPartition>& tps) { Revoked(tps); };
     RELAY_ASSIGN_OR_RETURN(consumer_, runtime.factories().consumer(co, producer_.get(), &metrics));
@@ -361,8 +369,13 @@ class DispatchService final : public service::Service {
 
   // Partitions going to another member: their writes not yet started are
   // dropped (they can no longer start: MarkStarted refuses), and the ones
-  // that started finish first, so their ledger entries are there when the
-  // next owner reads.
+  // that started get up to revoke_wait to finish, so their ledger entries
+  // are there when the next owner reads. The whole group waits for this
+  // (it runs in the rebalance callback), so the wait is bounded well under
+  // the rebalance timeout whatever GitHub does: a write still running then
+  // (a slow call, a backoff during an outage) is left STARTED in the ledger,
+  // and its next owner makes it again, marked `repeated` and counted. Its
+  // backoff here ends at its next attempt (it is no longer wanted).
   void Revoked(const std::vector<TopicPartition>& tps) {
     std::vector<std::shared_ptr<InFlight>> started;
     {
@@ -373,16 +386,19 @@ class DispatchService final : public service::Service {
         if (job->writing) started.push_back(job);
       }
     }
-    // A started write ends within its retries' deadline; waiting longer
-    // than a call and its recording only happens while GitHub is failing.
-    auto deadline = std::chrono::steady_clock::now() + settings_.scheduler.retry_deadline + settings_.request_timeout;
+    auto deadline = std::chrono::steady_clock::now() + settings_.revoke_wait;
+    size_t unfinished = 0;
     for (auto& job : started) {
       bool recorded = false;
       if (!job->WaitUntil(deadline, &recorded)) {
-        log::Error("a started write did not finish before its partition moved on; the next owner may repeat it",
-                   {{"request_id", job->request.id()}});
+        ++unfinished;
+        log::Warn("a started write did not finish within dispatch.revoke_wait; its partition moves on and its next "
+                  "owner makes it again, marked repeated",
+                  {{"request_id", job->request.id()}, {"repo", job->request.repo()},
+                   {"revoke_wait_ms", settings_.revoke_wait.count()}});
       }
     }
+    if (unfinished > 0) revoked_in_doubt_.Increment(static_cast<double>(unfinished));
     ledger_->Drop(tps);
     for (auto it = planned_.begin(); it != planned_.end();) {
       TopicPartition tp{std::get<0>(it->first), std::get<1>(it->first)};
@@ -566,6 +582,7 @@ class DispatchService final : public service::Service {
   prometheus::Family<prometheus::Counter>& writes_;
   prometheus::Family<prometheus::Counter>& dead_letters_;
   prometheus::Counter& requests_refused_;
+  prometheus::Counter& revoked_in_doubt_;
   prometheus::Counter& uncertain_;
   prometheus::Counter& repeats_;
   prometheus::Counter& skipped_;
@@ -620,6 +637,16 @@ absl::StatusOr<DispatchSettings> LoadSettings(Config& config, const service::Com
   s.planner.app_id = s.app_id;
   s.batch_records = static_cast<size_t>(config.Int("dispatch.batch_records", 500, 1, 100'000));
   s.batch_wait = config.Duration("dispatch.batch_wait", 5s, 100ms, 5min);
+  s.max_poll_interval = config.Duration("kafka.max_poll_interval", 300s, 10s, 1h);
+  s.revoke_wait = config.Duration("dispatch.revoke_wait", 10s, 100ms, 10min);
+  if (s.revoke_wait * 10 > s.max_poll_interval) {
+    config.Fail("dispatch.revoke_wait", "at most a tenth of kafka.max_poll_interval (" +
+                                            std::to_string(s.max_poll_interval.count()) +
+                                            " ms): the whole group waits for it in every rebalance");
+  }
+  if (s.batch_wait * 10 > s.max_poll_interval) {
+    config.Fail("dispatch.batch_wait", "at most a tenth of kafka.max_poll_interval");
+  }
   http::ClientOptions probe;
   probe.ca_file = s.ca_file;
   if (auto b = http::Client::New(s.api_url, probe); !b.ok()) config.Fail("github.api_url", std::string(b.status().message()));

@@ -49,6 +49,14 @@ struct DispatchSettings {
   // How long a batch waits for its writes before the consumer retries it
   // later (writes in progress go on; the retry joins them).
   std::chrono::milliseconds batch_wait{5'000};
+  // The group's rebalance timeout (librdkafka max.poll.interval.ms): a
+  // member that does not poll for this long is dropped from the group.
+  std::chrono::milliseconds max_poll_interval{300'000};
+  // On revoke, how long started writes of the revoked partitions may take
+  // to finish before the partitions go (the rebalance waits for it; at most
+  // a tenth of max_poll_interval). A write still running then stays STARTED
+  // in the ledger: its next owner makes it again, marked `repeated`.
+  std::chrono::milliseconds revoke_wait{10'000};
 };
 
 absl::StatusOr<DispatchSettings> LoadSettings(Config& config, const service::CommonSettings& common);
