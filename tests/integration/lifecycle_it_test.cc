@@ -79,9 +79,10 @@ std::map<std::string, int64_t> NodeSessions(const std::string& owner, const std:
 
 class LifecycleStack {
  public:
-  explicit LifecycleStack(const std::string& name)
+  // `owner`: the owner label; empty: one of its own.
+  explicit LifecycleStack(const std::string& name, const std::string& owner = "")
       : dir_(Env("RELAY_IT_DIR") + "/lifecycle-" + name + "-" + Unique()),
-        owner_("it-" + name + "-" + Unique()),
+        owner_(owner.empty() ? "it-" + name + "-" + Unique() : owner),
         clusters_topic_("it.lifecycle.clusters." + Unique()),
         leader_topic_("it.lifecycle.leader." + Unique()),
         group_("it-lifecycle-" + Unique()) {
@@ -328,6 +329,60 @@ TEST(LifecycleIt, EveryRpcWithoutCredentialsOrAnAllowRuleIsRefused) {
   v1::Cluster deleted;
   EXPECT_EQ(stub->DeleteCluster(As(team_named).get(), del, &deleted).error_code(), grpc::StatusCode::PERMISSION_DENIED);
   ASSERT_TRUE(stub->DeleteCluster(As(admitted).get(), del, &deleted).ok());
+}
+
+// Issue 19: two lifecycle installations on one host, each with its own
+// state dir. With the same owner the second refuses to start, naming the
+// first; with different owners both run clusters and neither sweep touches
+// the other's processes. And a process labelled with our owner by another
+// installation (one that ran before this one claimed the name) is left
+// alone, logged once.
+TEST(LifecycleIt, TwoInstallationsOnOneHostNeverSweepEachOther) {
+  LifecycleStack a("host-a");
+  ASSERT_NE(a.Start(1), 0) << a.Log(1);
+  ASSERT_TRUE(a.WaitLeading(1)) << a.Log(1);
+  auto stub_a = a.Stub(1);
+  v1::Cluster ca;
+  ASSERT_TRUE(stub_a->CreateCluster(As(kMlToken).get(), CommandCluster(2, "host-a"), &ca).ok());
+  ASSERT_EQ(WaitState(*stub_a, kMlToken, ca.id(), {"IDLE", "FAILED"}), "IDLE") << a.Log(1);
+
+  // Same owner, another installation: refused at start.
+  LifecycleStack b("host-b", a.owner());
+  EXPECT_EQ(b.Start(1), 0);
+  EXPECT_EQ(b.proc(1).Wait(10s), 1);
+  EXPECT_NE(b.Log(1).find("is claimed on this host by another relay-lifecycle installation"), std::string::npos)
+      << b.Log(1);
+  EXPECT_NE(b.Log(1).find(a.dir() + "/state"), std::string::npos) << "the error names the other installation";
+
+  // Another owner: both run, neither sweeps the other (sweeps every second).
+  LifecycleStack c("host-c");
+  ASSERT_NE(c.Start(1), 0) << c.Log(1);
+  ASSERT_TRUE(c.WaitLeading(1)) << c.Log(1);
+  auto stub_c = c.Stub(1);
+  v1::Cluster cc;
+  ASSERT_TRUE(stub_c->CreateCluster(As(kMlToken).get(), CommandCluster(2, "host-c"), &cc).ok());
+  ASSERT_EQ(WaitState(*stub_c, kMlToken, cc.id(), {"IDLE", "FAILED"}), "IDLE") << c.Log(1);
+  auto sessions_a = NodeSessions(a.owner(), ca.id());
+  auto sessions_c = NodeSessions(c.owner(), cc.id());
+  std::this_thread::sleep_for(4s);
+  EXPECT_EQ(NodeSessions(a.owner(), ca.id()), sessions_a);
+  EXPECT_EQ(NodeSessions(c.owner(), cc.id()), sessions_c);
+  EXPECT_EQ(GetCluster(*stub_a, kMlToken, ca.id()).state(), "IDLE");
+  EXPECT_EQ(GetCluster(*stub_c, kMlToken, cc.id()).state(), "IDLE");
+
+  // A dies (its nodes live on); B may now claim the owner, and its sweep
+  // leaves A's processes alone: they are another installation's.
+  a.proc(1).Signal(SIGKILL);
+  a.proc(1).Wait(10s);
+  ASSERT_NE(b.Start(2), 0) << b.Log(2);
+  ASSERT_TRUE(b.WaitLeading(2)) << b.Log(2);
+  std::this_thread::sleep_for(4s);
+  EXPECT_EQ(NodeSessions(a.owner(), ca.id()), sessions_a) << "B's sweep killed A's processes";
+  std::string log = b.Log(2);
+  size_t logged = 0;
+  for (size_t at = 0; (at = log.find("belongs to another installation", at)) != std::string::npos; ++at) ++logged;
+  EXPECT_GE(logged, sessions_a.size());
+  EXPECT_LE(logged, 2 * sessions_a.size() + 2) << "logged once per process, not every sweep";
 }
 
 TEST(LifecycleIt, CreateScaleJobsAndDeleteWithRealProcesses) {

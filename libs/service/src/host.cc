@@ -53,7 +53,7 @@ const std::set<std::string>& SuiteKeys() {
       "grpc.listen", "lifecycle.provider", "lifecycle.tokens_file", "lifecycle.oidc.issuer",
       "lifecycle.oidc.audience", "lifecycle.oidc.jwks_url", "lifecycle.oidc.jwks_file", "lifecycle.oidc.team_claim", "lifecycle.oidc.allow",
       "lifecycle.providers_file", "lifecycle.tls.cert_file", "lifecycle.tls.key_file", "lifecycle.tls.client_ca_file",
-      "lifecycle.pools_file", "lifecycle.state_dir", "lifecycle.owner", "lifecycle.topics.clusters",
+      "lifecycle.pools_file", "lifecycle.state_dir", "lifecycle.owner", "lifecycle.runtime_dir", "lifecycle.topics.clusters",
       "lifecycle.topics.events", "lifecycle.topics.leader", "lifecycle.topics.webhooks", "lifecycle.reconcile_interval",
       "lifecycle.stop_grace", "lifecycle.provision_timeout", "lifecycle.usage_interval", "lifecycle.sweep_interval",
       "lifecycle.max_lifetime", "lifecycle.max_nodes_per_group", "lifecycle.max_clusters_per_team",

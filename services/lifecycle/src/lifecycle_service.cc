@@ -62,7 +62,8 @@ class LifecycleService final : public service::Service {
       lp.state_dir = s_.state_dir;
       lp.owner = s_.owner;
       lp.ray_bin = s_.ray_bin;
-      provider_ = NewLocalProvider(lp);
+      lp.runtime_dir = s_.runtime_dir;
+      RELAY_ASSIGN_OR_RETURN(provider_, NewLocalProvider(lp));
     }
     controller_ = std::make_unique<Controller>(s_.controller, provider_.get(), producer_.get(), reader_.get(),
                                                &runtime.clock(), &metrics);
@@ -194,6 +195,7 @@ absl::StatusOr<LifecycleSettings> LoadSettings(Config& config) {
   s.state_dir = config.String("lifecycle.state_dir", "");
   if (s.state_dir.empty()) config.Fail("lifecycle.state_dir", "required: where node logs, work dirs and the lock live");
   s.owner = config.String("lifecycle.owner", s.owner);
+  s.runtime_dir = config.String("lifecycle.runtime_dir", "");
   s.ray_bin = config.String("lifecycle.ray_bin", "");
   if (s.owner.empty() || s.owner.size() > 64) config.Fail("lifecycle.owner", "1 to 64 characters");
   s.leader_topic = config.String("lifecycle.topics.leader", s.leader_topic);

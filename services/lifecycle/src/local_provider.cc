@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <netinet/in.h>
@@ -22,10 +23,12 @@
 
 #include <boost/json.hpp>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "relay/base/log.h"
 #include "relay/base/status.h"
 #include "relay/http/client.h"
@@ -102,9 +105,97 @@ int PortOf(const std::string& address) {
   return port;
 }
 
+// The installation id of `state_dir`: made once (random), then read.
+absl::StatusOr<std::string> InstallationId(const std::string& state_dir) {
+  std::error_code ec;
+  fs::create_directories(state_dir, ec);
+  if (ec) return absl::UnavailableError("cannot create " + state_dir + ": " + ec.message());
+  std::string path = state_dir + "/installation-id";
+  std::string id(absl::StripAsciiWhitespace(ReadSmallFile(path)));
+  if (!id.empty()) return id;
+  std::string raw(8, '\0');
+  RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), static_cast<int>(raw.size()));
+  id = absl::BytesToHexString(raw);
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::ofstream(tmp) << id << "\n";
+  // link(2) fails when another instance of the installation made it first:
+  // then its id is the one.
+  if (::link(tmp.c_str(), path.c_str()) != 0 && errno != EEXIST) {
+    std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return absl::UnavailableError("cannot write " + path + ": " + why);
+  }
+  ::unlink(tmp.c_str());
+  id = std::string(absl::StripAsciiWhitespace(ReadSmallFile(path)));
+  if (id.empty()) return absl::UnavailableError("cannot read " + path);
+  return id;
+}
+
+// A shared claim on <runtime_dir>/<owner>.lock for this installation (see
+// local_provider.h). flock: released by the kernel when the process dies.
+class OwnerClaim {
+ public:
+  static absl::StatusOr<std::unique_ptr<OwnerClaim>> Take(const std::string& runtime_dir, const std::string& owner,
+                                                          const std::string& installation,
+                                                          const std::string& state_dir) {
+    if (owner.empty() || owner.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+                             std::string::npos || owner[0] == '.') {
+      return absl::InvalidArgumentError("lifecycle.owner '" + owner + "': letters, digits, '.', '_' and '-' only");
+    }
+    std::error_code ec;
+    fs::create_directories(runtime_dir, ec);
+    if (ec) return absl::UnavailableError("cannot create " + runtime_dir + ": " + ec.message());
+    // Registration is serialized by a second lock, so checking the holders
+    // and writing who we are is one step for everyone.
+    std::string mutex_path = runtime_dir + "/" + owner + ".mutex";
+    int mutex = ::open(mutex_path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    if (mutex < 0) return absl::UnavailableError("cannot open " + mutex_path + ": " + std::strerror(errno));
+    ::flock(mutex, LOCK_EX);
+    auto unlock = absl::MakeCleanup([mutex] { ::close(mutex); });
+    std::string path = runtime_dir + "/" + owner + ".lock";
+    int fd = ::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    if (fd < 0) return absl::UnavailableError("cannot open " + path + ": " + std::strerror(errno));
+    auto claim = std::unique_ptr<OwnerClaim>(new OwnerClaim(fd));
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      // Nobody holds it: register this installation, then hold it shared
+      // (other instances of the installation join).
+      std::string text = absl::StrCat("installation=", installation, "\nstate_dir=", state_dir, "\npid=", ::getpid(), "\n");
+      if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
+        return absl::UnavailableError("cannot write " + path + ": " + std::strerror(errno));
+      }
+      ::flock(fd, LOCK_SH);
+      return claim;
+    }
+    std::map<std::string, std::string> holder;
+    for (absl::string_view line : absl::StrSplit(ReadSmallFile(path), '\n', absl::SkipEmpty())) {
+      auto eq = line.find('=');
+      if (eq != absl::string_view::npos) holder[std::string(line.substr(0, eq))] = std::string(line.substr(eq + 1));
+    }
+    if (holder["installation"] == installation && ::flock(fd, LOCK_SH | LOCK_NB) == 0) return claim;
+    ProcInfo p;
+    int64_t pid = 0;
+    bool alive = absl::SimpleAtoi(holder["pid"], &pid) && ReadProcStat(pid, p) && p.state != 'Z';
+    return absl::FailedPreconditionError(absl::StrCat(
+        "lifecycle.owner '", owner, "' is claimed on this host by another relay-lifecycle installation (id ",
+        holder["installation"], ", state dir ", holder["state_dir"], ", registered by pid ", holder["pid"],
+        alive ? ", running" : ", since ended; an instance of it still runs", "; lock ", path,
+        "): its orphan sweep and this one would kill each other's processes. Give each installation its own "
+        "lifecycle.owner"));
+  }
+  ~OwnerClaim() {
+    ::flock(fd_, LOCK_UN);
+    ::close(fd_);
+  }
+
+ private:
+  explicit OwnerClaim(int fd) : fd_(fd) {}
+  int fd_;
+};
+
 class LocalProvider final : public NodeProvider {
  public:
-  explicit LocalProvider(LocalProviderOptions o) : o_(std::move(o)) {}
+  LocalProvider(LocalProviderOptions o, std::string installation, std::unique_ptr<OwnerClaim> claim)
+      : o_(std::move(o)), installation_(std::move(installation)), claim_(std::move(claim)) {}
   ~LocalProvider() override { Release(); }
 
   std::string name() const override { return "local"; }
@@ -258,6 +349,16 @@ class LocalProvider final : public NodeProvider {
   absl::StatusOr<std::vector<Owned>> Inventory() override {
     std::vector<Owned> out;
     for (auto& l : FindLabelled(o_.owner)) {
+      // Another installation's process under our owner name (it ran before
+      // this one claimed the name): not ours to remove, whatever it is.
+      if (!l.installation.empty() && l.installation != installation_) {
+        if (foreign_logged_.insert(l.proc.pid).second) {
+          log::Warn("a process with this owner label belongs to another installation; left alone",
+                    {{"pid", l.proc.pid}, {"cluster", l.cluster_id}, {"installation", l.installation},
+                     {"ours", installation_}});
+        }
+        continue;
+      }
       out.push_back(Owned{l.cluster_id, l.node_id, l.job_id, l.proc.pid, l.proc.sid, l.proc.start_ticks, ""});
     }
     return out;
@@ -404,6 +505,7 @@ class LocalProvider final : public NodeProvider {
     }
     for (const auto& [k, v] : labels) env[k] = v;  // the node's own variables win
     env[kOwnerVariable] = o_.owner;
+    env[kInstallationVariable] = installation_;
     env["RELAY_CLUSTER_ID"] = cluster.id();
     env["RELAY_TEAM"] = cluster.spec().team();
     std::vector<std::string> env_store;
@@ -470,6 +572,9 @@ class LocalProvider final : public NodeProvider {
   }
 
   LocalProviderOptions o_;
+  std::string installation_;
+  std::unique_ptr<OwnerClaim> claim_;
+  std::set<int64_t> foreign_logged_;  // other installations' pids, logged once
   int lock_fd_ = -1;
   std::map<int64_t, std::pair<int64_t, int>> exited_;  // pid -> (start ticks, exit code)
 };
@@ -508,6 +613,7 @@ std::vector<LabelledProcess> FindLabelled(const std::string& owner) {
         if (kv.substr(0, prefix.size()) == prefix) into = std::string(kv.substr(prefix.size()));
       };
       take("RELAY_CLUSTER_ID=", l.cluster_id);
+      take("RELAY_INSTALLATION=", l.installation);
       take("RELAY_NODE_ID=", l.node_id);
       take("RELAY_JOB_ID=", l.job_id);
     }
@@ -523,8 +629,19 @@ std::vector<LabelledProcess> FindLabelled(const std::string& owner) {
   return out;
 }
 
-std::unique_ptr<NodeProvider> NewLocalProvider(LocalProviderOptions options) {
-  return std::make_unique<LocalProvider>(std::move(options));
+std::string DefaultRuntimeDir() {
+  return ::geteuid() == 0 ? "/run/relay-lifecycle" : "/tmp/relay-lifecycle-" + std::to_string(::geteuid());
+}
+
+absl::StatusOr<std::unique_ptr<NodeProvider>> NewLocalProvider(LocalProviderOptions options) {
+  if (options.runtime_dir.empty()) options.runtime_dir = DefaultRuntimeDir();
+  RELAY_ASSIGN_OR_RETURN(std::string installation, InstallationId(options.state_dir));
+  RELAY_ASSIGN_OR_RETURN(std::unique_ptr<OwnerClaim> claim,
+                         OwnerClaim::Take(options.runtime_dir, options.owner, installation, options.state_dir));
+  log::Info("owner claimed on this host", {{"owner", options.owner}, {"installation", installation},
+                                           {"runtime_dir", options.runtime_dir}});
+  return std::unique_ptr<NodeProvider>(
+      std::make_unique<LocalProvider>(std::move(options), std::move(installation), std::move(claim)));
 }
 
 }  // namespace relay::lifecycle

@@ -31,6 +31,7 @@ struct LifecycleSettings {
   std::string pools_file;
   std::string state_dir;                           // local provider: logs, work dirs, lock
   std::string owner = "relay-lifecycle";           // the label on everything the provider starts
+  std::string runtime_dir;                         // local provider: where owners are claimed host-wide
   std::string ray_bin;                             // local provider: `ray` of a venv with ray[default]
   std::string leader_topic = "lifecycle.leader";
   std::string webhooks_topic = "github.webhooks";  // runner pools read workflow_job from here

@@ -5,7 +5,7 @@
 // signals the whole session (kill(-sid), then a /proc sweep for members
 // that left the process group). Every process carries its owner label in
 // its environment:
-//   RELAY_OWNED_BY=<owner> RELAY_CLUSTER_ID=<id>
+//   RELAY_OWNED_BY=<owner> RELAY_INSTALLATION=<id> RELAY_CLUSTER_ID=<id>
 //   RELAY_NODE_ID=<node> | RELAY_JOB_ID=<job>
 // (not RELAY_LIFECYCLE_OWNER: that is the setting, in the controller's own
 // environment; the controller's RELAY_* variables are not passed on, and
@@ -48,9 +48,30 @@ struct LocalProviderOptions {
   std::string owner = "relay-lifecycle";  // the label; one per relay installation
   std::string ray_bin;                  // `ray` of a venv with ray[default]; empty: no Ray clusters
   std::string ray_temp_root = "/tmp/rr";  // short: Ray's AF_UNIX paths live under it
+  // Where owner names are claimed host-wide (lifecycle.runtime_dir; empty:
+  // DefaultRuntimeDir()).
+  std::string runtime_dir;
 };
 
-std::unique_ptr<NodeProvider> NewLocalProvider(LocalProviderOptions options);
+// An owner label is one installation's on a host. Every relay-lifecycle of
+// an installation (the instances sharing one state_dir, so its
+// installation id) holds a shared claim on <runtime_dir>/<owner>.lock for
+// its lifetime; another installation asking for the same owner while any of
+// them lives is refused, naming the installation, its state dir and the
+// process that registered it. Two installations that share an owner (a
+// copy-pasted config, a staging and a production on one build host) would
+// otherwise each kill the other's processes as orphans.
+//
+// Besides the owner label, every process carries the installation id
+// (RELAY_INSTALLATION, a random id kept in <state_dir>/installation-id), and
+// the orphan sweep removes only processes of this installation (or with no
+// installation label: started before it existed); a labelled process of
+// another installation is left alone and logged once.
+std::string DefaultRuntimeDir();  // /run/relay-lifecycle as root, else /tmp/relay-lifecycle-<uid>
+
+// Claims the owner and makes the provider; FailedPrecondition when another
+// installation holds the owner on this host.
+absl::StatusOr<std::unique_ptr<NodeProvider>> NewLocalProvider(LocalProviderOptions options);
 
 // /proc helpers, shared with tests that check the process table.
 struct ProcInfo {
@@ -62,11 +83,13 @@ struct ProcInfo {
 // False when the process does not exist (or is unreadable).
 bool ReadProcStat(int64_t pid, ProcInfo& out);
 inline constexpr char kOwnerVariable[] = "RELAY_OWNED_BY";
+inline constexpr char kInstallationVariable[] = "RELAY_INSTALLATION";
 // Processes whose environment has RELAY_OWNED_BY=<owner> and a node or job
 // id, zombies and the caller's own session excluded.
 struct LabelledProcess {
   ProcInfo proc;
   std::string cluster_id, node_id, job_id;
+  std::string installation;  // "" when started before installation labels
 };
 std::vector<LabelledProcess> FindLabelled(const std::string& owner);
 
