@@ -3,6 +3,8 @@
 // owner label, state topic, leader topic and consumer group, so tests that
 // share the broker (and the machine) never see each other's clusters.
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <google/protobuf/descriptor.pb.h>
 #include <grpcpp/generic/generic_stub.h>
@@ -110,6 +112,7 @@ class LifecycleStack {
             {"RELAY_GRPC_LISTEN", "127.0.0.1:0"},
             {"RELAY_LIFECYCLE_TOKENS_FILE", dir_ + "/tokens.yaml"},
             {"RELAY_LIFECYCLE_STATE_DIR", dir_ + "/state"},
+            {"RELAY_LIFECYCLE_LOCAL_TEAM", "ml"},
             {"RELAY_LIFECYCLE_OWNER", owner_},
             {"RELAY_LIFECYCLE_TOPICS_CLUSTERS", clusters_topic_},
             {"RELAY_LIFECYCLE_TOPICS_LEADER", leader_topic_},
@@ -385,6 +388,89 @@ TEST(LifecycleIt, TwoInstallationsOnOneHostNeverSweepEachOther) {
   EXPECT_LE(logged, 2 * sessions_a.size() + 2) << "logged once per process, not every sweep";
 }
 
+// Issue 15, item 2: teams on the local provider, isolated by uid (as root:
+// CI runs as root). A job of team ml tries, as an attacker would, to read
+// team vision's files, logs and environment and to signal its processes,
+// and fails at each; the same job can do all of it to its own team's node,
+// so the test fails if both teams ran under one uid.
+TEST(LifecycleIt, TeamsIsolatedByUidCannotReadOrSignalEachOther) {
+  if (::geteuid() != 0) GTEST_SKIP() << "uid isolation needs root (CI runs as root)";
+  LifecycleStack stack("tenants");
+  ASSERT_NE(stack.Start(1, {{"RELAY_LIFECYCLE_LOCAL_TEAM", ""}, {"RELAY_LIFECYCLE_LOCAL_UID_RANGE", "61000-61099"}}), 0)
+      << stack.Log(1);
+  ASSERT_TRUE(stack.WaitLeading(1)) << stack.Log(1);
+  auto stub = stack.Stub(1);
+  auto start = [&](const char* token, const std::string& request, const std::vector<std::string>& argv) {
+    v1::CreateClusterRequest r = CommandCluster(1, request);
+    auto* g = r.mutable_spec()->mutable_node_groups(0);
+    g->clear_command();
+    for (const auto& a : argv) g->add_command(a);
+    v1::Cluster c;
+    EXPECT_TRUE(stub->CreateCluster(As(token).get(), r, &c).ok());
+    EXPECT_EQ(WaitState(*stub, token, c.id(), {"IDLE", "FAILED"}), "IDLE") << stack.Log(1);
+    return GetCluster(*stub, token, c.id());
+  };
+  v1::Cluster vision = start(kVisionToken, "victim", {"sh", "-c", "echo vision-secret > secret.txt; exec sleep 600"});
+  v1::Cluster ml = start(kMlToken, "attacker", {"sleep", "600"});
+  ASSERT_EQ(vision.nodes_size(), 1);
+  ASSERT_EQ(ml.nodes_size(), 1);
+  int64_t victim = vision.nodes(0).pid(), own = ml.nodes(0).pid();
+  auto uid_of = [](int64_t pid) {
+    std::string status = ReadFile("/proc/" + std::to_string(pid) + "/status");
+    auto at = status.find("\nUid:\t");
+    return at == std::string::npos ? -1 : std::atoll(status.c_str() + at + 6);
+  };
+  EXPECT_GE(uid_of(victim), 61000);
+  EXPECT_GE(uid_of(own), 61000);
+  EXPECT_NE(uid_of(victim), uid_of(own));
+  std::string state = stack.dir() + "/state";
+  std::string script = "V=" + state + "/clusters/" + vision.id() + " L=" + state + "/logs/" + vision.id() +
+                       " P=" + std::to_string(victim) + " M=" + std::to_string(own) + R"(
+fail=0
+cat "$V/secret.txt" && { echo ATTACK: read vision file; fail=1; }
+ls "$V" >/dev/null 2>&1 && { echo ATTACK: listed vision work dir; fail=1; }
+cat "$L"/*.log >/dev/null 2>&1 && { echo ATTACK: read vision logs; fail=1; }
+cat /proc/$P/environ >/dev/null 2>&1 && { echo ATTACK: read vision environment; fail=1; }
+kill -0 $P 2>/dev/null && { echo ATTACK: can signal vision node; fail=1; }
+cat /proc/$M/environ >/dev/null || { echo CONTROL: cannot read own node environment; fail=1; }
+kill -0 $M || { echo CONTROL: cannot signal own node; fail=1; }
+echo mine > own.txt || { echo CONTROL: cannot write own work dir; fail=1; }
+echo done; exit $fail)";
+  v1::SubmitJobRequest req;
+  req.set_cluster_id(ml.id());
+  req.set_entrypoint(script);
+  v1::Job job;
+  ASSERT_TRUE(stub->SubmitJob(As(kMlToken).get(), req, &job).ok());
+  v1::Job done;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        v1::GetJobRequest g;
+        g.set_cluster_id(ml.id());
+        g.set_job_id(job.id());
+        done.Clear();
+        return stub->GetJob(As(kMlToken).get(), g, &done).ok() && done.state() != "PENDING" && done.state() != "RUNNING";
+      },
+      60s));
+  std::string log = ReadFile(done.log_path());
+  EXPECT_EQ(done.state(), "SUCCEEDED") << log;
+  EXPECT_NE(log.find("done"), std::string::npos) << log;
+  EXPECT_EQ(log.find("vision-secret"), std::string::npos) << log;
+  // The victim is untouched, and the files are what the provider promises.
+  EXPECT_EQ(ReadFile(state + "/clusters/" + vision.id() + "/secret.txt"), "vision-secret\n");
+  struct stat st {};
+  ASSERT_EQ(::stat((state + "/clusters/" + vision.id()).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_EQ(static_cast<int64_t>(st.st_uid), uid_of(victim));
+  ASSERT_EQ(::stat(vision.nodes(0).log_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(st.st_uid, 0u);
+  // Nothing of the service's environment reaches a node but the allow list.
+  std::string env = ReadFile("/proc/" + std::to_string(victim) + "/environ");
+  EXPECT_EQ(env.find("RELAY_KAFKA"), std::string::npos);
+  EXPECT_EQ(env.find("GTEST"), std::string::npos);
+  EXPECT_NE(env.find("RELAY_TEAM=vision"), std::string::npos);
+}
+
 TEST(LifecycleIt, CreateScaleJobsAndDeleteWithRealProcesses) {
   LifecycleStack stack("crud");
   ASSERT_NE(stack.Start(1), 0);
@@ -399,6 +485,14 @@ TEST(LifecycleIt, CreateScaleJobsAndDeleteWithRealProcesses) {
   v1::Cluster again;
   ASSERT_TRUE(stub->CreateCluster(As(kMlToken).get(), CommandCluster(2, "crud-1"), &again).ok());
   EXPECT_EQ(again.id(), created.id()) << "the same request_id is the same cluster";
+
+  // This instance runs team ml's clusters only (lifecycle.local.team): the
+  // local provider never runs two teams under one uid.
+  v1::Cluster refused;
+  auto other_team = stub->CreateCluster(As(kVisionToken).get(), CommandCluster(1, "vision-1"), &refused);
+  EXPECT_EQ(other_team.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(other_team.error_message().find("runs team ml's clusters only"), std::string::npos)
+      << other_team.error_message();
 
   // Another team cannot see or touch it.
   v1::GetClusterRequest get;
@@ -680,6 +774,16 @@ TEST(LifecycleIt, RayClusterRunsARealRayJob) {
   std::string log = ReadFile(done.log_path());
   EXPECT_NE(log.find("nodes 2"), std::string::npos) << log;
   EXPECT_NE(log.find("answer 42"), std::string::npos) << log;
+
+  // The token is a 0600 file in the cluster's work dir, never in a node's
+  // environment (/proc shows that to every process of the uid).
+  for (auto& p : lifecycle::FindLabelled(stack.owner())) {
+    std::string env = ReadFile("/proc/" + std::to_string(p.proc.pid) + "/environ");
+    EXPECT_EQ(env.find("RAY_AUTH_TOKEN="), std::string::npos) << "pid " << p.proc.pid;
+  }
+  struct stat token_stat {};
+  ASSERT_EQ(::stat((stack.dir() + "/state/clusters/" + c.id() + "/ray-token").c_str(), &token_stat), 0);
+  EXPECT_EQ(token_stat.st_mode & 0777, 0600u);
 
   // The dashboard's Jobs API refuses whoever lacks the cluster's token.
   int dashboard_port = 0;

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "relay/base/log.h"
 #include "relay/base/status.h"
 #include "relay/lifecycle/leader.h"
@@ -63,6 +65,9 @@ class LifecycleService final : public service::Service {
       lp.owner = s_.owner;
       lp.ray_bin = s_.ray_bin;
       lp.runtime_dir = s_.runtime_dir;
+      lp.team = s_.local_team;
+      lp.uid_first = s_.uid_first;
+      lp.uid_last = s_.uid_last;
       RELAY_ASSIGN_OR_RETURN(provider_, NewLocalProvider(lp));
     }
     controller_ = std::make_unique<Controller>(s_.controller, provider_.get(), producer_.get(), reader_.get(),
@@ -106,6 +111,12 @@ class LifecycleService final : public service::Service {
     });
     if (!s_.pools_file.empty()) {
       RELAY_ASSIGN_OR_RETURN(std::vector<PoolSpec> pools, LoadPools(s_.pools_file));
+      for (const auto& p : pools) {
+        // Checked now rather than at the pool's first scale-up.
+        if (auto st = provider_->Supports(PoolClusterSpec(p)); !st.ok()) {
+          return absl::InvalidArgumentError("runner pool " + p.name + ": " + std::string(st.message()));
+        }
+      }
       log::Info("runner pools", {{"pools", static_cast<int64_t>(pools.size())}, {"webhooks", s_.webhooks_topic}});
       RELAY_ASSIGN_OR_RETURN(pools_, PoolManager::Start(std::move(pools), s_.kafka.bootstrap, s_.webhooks_topic,
                                                         controller_.get(), &runtime.clock(), &metrics,
@@ -196,6 +207,22 @@ absl::StatusOr<LifecycleSettings> LoadSettings(Config& config) {
   if (s.state_dir.empty()) config.Fail("lifecycle.state_dir", "required: where node logs, work dirs and the lock live");
   s.owner = config.String("lifecycle.owner", s.owner);
   s.runtime_dir = config.String("lifecycle.runtime_dir", "");
+  s.local_team = config.String("lifecycle.local.team", "");
+  std::string range = config.String("lifecycle.local.uid_range", "");
+  if (!range.empty()) {
+    std::vector<std::string> ends = absl::StrSplit(range, '-');
+    if (ends.size() != 2 || !absl::SimpleAtoi(ends[0], &s.uid_first) || !absl::SimpleAtoi(ends[1], &s.uid_last) ||
+        s.uid_first < 1000 || s.uid_last < s.uid_first || s.uid_last > 2'000'000'000) {
+      config.Fail("lifecycle.local.uid_range", "'" + range + "' is not FIRST-LAST with 1000 <= FIRST <= LAST");
+    }
+    if (!s.local_team.empty()) {
+      config.Fail("lifecycle.local.team", "set lifecycle.local.team (one team) or lifecycle.local.uid_range "
+                                          "(teams isolated by uid), not both");
+    }
+  } else if (s.provider == "local" && s.local_team.empty()) {
+    config.Fail("lifecycle.local.team", "required with the local provider (the one team whose clusters it runs), "
+                                        "unless lifecycle.local.uid_range isolates teams by uid (as root)");
+  }
   s.ray_bin = config.String("lifecycle.ray_bin", "");
   if (s.owner.empty() || s.owner.size() > 64) config.Fail("lifecycle.owner", "1 to 64 characters");
   s.leader_topic = config.String("lifecycle.topics.leader", s.leader_topic);

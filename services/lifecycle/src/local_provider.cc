@@ -192,6 +192,47 @@ class OwnerClaim {
   int fd_;
 };
 
+// Makes `path` (if missing) and gives it `mode` and, with uid >= 0, that
+// owner (group = uid): also on a directory that exists (a restart).
+absl::Status EnsureDir(const std::string& path, mode_t mode, int64_t uid = -1) {
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  if (ec) return absl::UnavailableError("cannot create " + path + ": " + ec.message());
+  if (uid >= 0 && ::chown(path.c_str(), static_cast<uid_t>(uid), static_cast<gid_t>(uid)) != 0) {
+    return absl::UnavailableError("cannot give " + path + " to uid " + std::to_string(uid) + ": " + std::strerror(errno));
+  }
+  if (::chmod(path.c_str(), mode) != 0) {
+    return absl::UnavailableError("cannot chmod " + path + ": " + std::strerror(errno));
+  }
+  return absl::OkStatus();
+}
+
+// Whether another uid can run `path`: every directory on the way to it
+// (symlinks resolved) searchable by others, the file executable by them.
+bool RunnableByOthers(const std::string& path) {
+  std::error_code ec;
+  fs::path real = fs::canonical(path, ec);
+  if (ec) return false;
+  struct stat st {};
+  if (::stat(real.c_str(), &st) != 0 || !(st.st_mode & S_IXOTH)) return false;
+  for (fs::path dir = real.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    if (::stat(dir.c_str(), &st) != 0 || !(st.st_mode & S_IXOTH)) return false;
+    if (dir == dir.root_path()) break;
+  }
+  return true;
+}
+
+// What a node or job may see of the service's environment: an allow list,
+// never "everything but RELAY_*" (a secret in any other variable would
+// leak to every team's processes).
+bool Inherited(std::string_view name) {
+  static const char* kAllowed[] = {"PATH", "LANG", "LANGUAGE", "TZ"};
+  for (const char* a : kAllowed) {
+    if (name == a) return true;
+  }
+  return name.rfind("LC_", 0) == 0;
+}
+
 class LocalProvider final : public NodeProvider {
  public:
   LocalProvider(LocalProviderOptions o, std::string installation, std::unique_ptr<OwnerClaim> claim)
@@ -222,11 +263,24 @@ class LocalProvider final : public NodeProvider {
   }
 
   absl::Status Supports(const v1::ClusterSpec& spec) const override {
+    if (!isolated() && spec.team() != o_.team) {
+      return absl::FailedPreconditionError(
+          "this relay-lifecycle runs team " + o_.team + "'s clusters only (lifecycle.local.team): the local provider "
+          "never runs two teams under one uid; isolate teams with lifecycle.local.uid_range (as root) or use the "
+          "kubernetes provider");
+    }
     if (spec.kind() == "command") return absl::OkStatus();
     if (spec.kind() == "ray") {
       if (o_.ray_bin.empty() || ::access(o_.ray_bin.c_str(), X_OK) != 0) {
         return absl::FailedPreconditionError("Ray clusters need lifecycle.ray_bin: the `ray` of a venv with ray[default] "
                                              "(tools/python/setup-env installs one)");
+      }
+      // A team's uid must be able to run the venv (and its interpreter).
+      std::string python = (fs::path(o_.ray_bin).parent_path() / "python").string();
+      if (isolated() && (!RunnableByOthers(o_.ray_bin) || !RunnableByOthers(python))) {
+        return absl::FailedPreconditionError("lifecycle.ray_bin " + o_.ray_bin + " (or its python) is not runnable by "
+                                             "the teams' uids: put the venv where every directory is searchable by "
+                                             "others (e.g. /opt/relay/pyenv)");
       }
       return absl::OkStatus();
     }
@@ -235,6 +289,11 @@ class LocalProvider final : public NodeProvider {
 
   absl::Status PrepareCluster(v1::Cluster& cluster) override {
     RELAY_RETURN_IF_ERROR(Supports(cluster.spec()));
+    auto& data = *cluster.mutable_provider_data();
+    if (isolated() && !data.count("uid")) {
+      RELAY_ASSIGN_OR_RETURN(int64_t uid, UidFor(cluster.spec().team()));
+      data["uid"] = std::to_string(uid);
+    }
     if (cluster.spec().kind() == "ray" && !cluster.secrets().count("ray_token")) {
       std::string raw(24, '\0');
       RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), static_cast<int>(raw.size()));
@@ -248,11 +307,20 @@ class LocalProvider final : public NodeProvider {
       d["client_port"] = std::to_string(client);
       d["temp_dir"] = o_.ray_temp_root + "/" + cluster.id();
     }
-    std::error_code ec;
-    fs::create_directories(WorkDir(cluster.id()), ec);
-    if (ec) return absl::UnavailableError("cannot create " + WorkDir(cluster.id()) + ": " + ec.message());
-    fs::create_directories(LogDir(cluster.id()), ec);
-    if (ec) return absl::UnavailableError("cannot create " + LogDir(cluster.id()) + ": " + ec.message());
+    // Searchable, not listable, by the teams' uids; logs the service's own.
+    RELAY_RETURN_IF_ERROR(EnsureDir(o_.state_dir, 0711));
+    RELAY_RETURN_IF_ERROR(EnsureDir(o_.state_dir + "/clusters", 0711));
+    RELAY_RETURN_IF_ERROR(EnsureDir(o_.state_dir + "/logs", 0700));
+    int64_t uid = Uid(cluster);
+    RELAY_RETURN_IF_ERROR(EnsureDir(WorkDir(cluster.id()), 0700, uid));
+    RELAY_RETURN_IF_ERROR(EnsureDir(LogDir(cluster.id()), 0700));
+    if (cluster.spec().kind() == "ray") {
+      std::error_code ec;
+      fs::create_directories(o_.ray_temp_root, ec);
+      ::chmod(o_.ray_temp_root.c_str(), 0711);  // shared by installations: best effort
+      RELAY_RETURN_IF_ERROR(EnsureDir(Data(cluster, "temp_dir"), 0700, uid));
+      RELAY_RETURN_IF_ERROR(WriteSecretFile(TokenFile(cluster.id()), Token(cluster), uid));
+    }
     cluster.set_log_dir(LogDir(cluster.id()));
     return absl::OkStatus();
   }
@@ -434,13 +502,74 @@ class LocalProvider final : public NodeProvider {
 
   void RayEnv(const v1::Cluster& c, std::map<std::string, std::string>& env) const {
     env["RAY_AUTH_MODE"] = "token";
-    env["RAY_AUTH_TOKEN"] = Token(c);
+    // A file only the node's uid can read, not the environment (readable
+    // through /proc by any process of that uid, and inherited by every job).
+    env["RAY_AUTH_TOKEN_PATH"] = TokenFile(c.id());
     env["RAY_USAGE_STATS_ENABLED"] = "0";
     env["RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"] = "0";
-    env["HOME"] = WorkDir(c.id());  // no ~/.ray of the service's user
     const char* path = std::getenv("PATH");
     env["PATH"] = fs::path(o_.ray_bin).parent_path().string() + ":" + (path ? path : "/usr/bin:/bin");
   }
+
+  // 0600, owned by `uid` (or the service's user): written whole, then moved
+  // into place.
+  static absl::Status WriteSecretFile(const std::string& path, const std::string& content, int64_t uid) {
+    std::string tmp = path + ".tmp";
+    int fd = ::open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd < 0) return absl::UnavailableError("cannot write " + tmp + ": " + std::strerror(errno));
+    bool ok = ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size()) &&
+              (uid < 0 || ::fchown(fd, static_cast<uid_t>(uid), static_cast<gid_t>(uid)) == 0) &&
+              ::fchmod(fd, 0600) == 0;
+    ::close(fd);
+    if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+      ::unlink(tmp.c_str());
+      return absl::UnavailableError("cannot write " + path + ": " + std::strerror(errno));
+    }
+    return absl::OkStatus();
+  }
+
+  bool isolated() const { return o_.uid_first > 0; }
+  // The uid a cluster's processes run as; -1: the service's own.
+  static int64_t Uid(const v1::Cluster& c) {
+    int64_t uid = -1;
+    auto it = c.provider_data().find("uid");
+    if (it != c.provider_data().end() && !absl::SimpleAtoi(it->second, &uid)) uid = -1;
+    return uid;
+  }
+  // The team's uid, allocated from the range on first use and kept in
+  // <state_dir>/team-uids ("team uid" lines): the same across restarts.
+  absl::StatusOr<int64_t> UidFor(const std::string& team) {
+    if (team.empty() || team.find_first_of(" \n") != std::string::npos) {
+      return absl::InvalidArgumentError("team '" + team + "' cannot be given a uid");
+    }
+    std::string path = o_.state_dir + "/team-uids";
+    std::map<std::string, int64_t> uids;
+    std::set<int64_t> used;
+    for (absl::string_view line : absl::StrSplit(ReadSmallFile(path), '\n', absl::SkipEmpty())) {
+      std::vector<std::string> f = absl::StrSplit(line, ' ');
+      int64_t uid;
+      if (f.size() == 2 && absl::SimpleAtoi(f[1], &uid)) {
+        uids[f[0]] = uid;
+        used.insert(uid);
+      }
+    }
+    if (auto it = uids.find(team); it != uids.end()) return it->second;
+    int64_t uid = o_.uid_first;
+    while (used.count(uid) && uid <= o_.uid_last) ++uid;
+    if (uid > o_.uid_last) {
+      return absl::ResourceExhaustedError(absl::StrCat("lifecycle.local.uid_range ", o_.uid_first, "-", o_.uid_last,
+                                                       " has no uid left for team ", team));
+    }
+    std::string text = ReadSmallFile(path) + team + " " + std::to_string(uid) + "\n";
+    std::string tmp = path + ".tmp";
+    std::ofstream(tmp, std::ios::trunc) << text;
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+      return absl::UnavailableError("cannot write " + path + ": " + std::strerror(errno));
+    }
+    log::Info("team given a uid", {{"team", team}, {"uid", uid}});
+    return uid;
+  }
+  std::string TokenFile(const std::string& cluster) const { return WorkDir(cluster) + "/ray-token"; }
 
   absl::Status SubmitRayJob(const v1::Cluster& c, v1::Job& job) {
     job.set_log_path(LogDir(c.id()) + "/job-" + job.id() + ".log");
@@ -477,7 +606,7 @@ class LocalProvider final : public NodeProvider {
     if (logs.ok() && logs->status == 200) {
       boost::json::value l = boost::json::parse(logs->body, ec);
       if (!ec && l.is_object() && l.as_object().contains("logs") && l.as_object().at("logs").is_string()) {
-        std::ofstream(job.log_path(), std::ios::trunc) << std::string(l.as_object().at("logs").as_string());
+        (void)WriteSecretFile(job.log_path(), std::string(l.as_object().at("logs").as_string()), -1);
       }
     }
     return s;
@@ -499,10 +628,12 @@ class LocalProvider final : public NodeProvider {
     std::map<std::string, std::string> env;
     for (char** e = environ; *e; ++e) {
       std::string_view kv(*e);
-      if (kv.rfind("RELAY_", 0) == 0) continue;  // the service's own settings (and secrets) stay here
       auto eq = kv.find('=');
-      if (eq != std::string_view::npos) env.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
+      if (eq != std::string_view::npos && Inherited(kv.substr(0, eq))) {
+        env.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
+      }
     }
+    env["HOME"] = WorkDir(cluster.id());  // nothing of the service user's home (~/.ray, credentials)
     for (const auto& [k, v] : labels) env[k] = v;  // the node's own variables win
     env[kOwnerVariable] = o_.owner;
     env[kInstallationVariable] = installation_;
@@ -514,6 +645,14 @@ class LocalProvider final : public NodeProvider {
     for (auto& s : env_store) envp.push_back(s.data());
     envp.push_back(nullptr);
     std::vector<std::string> argv_store = argv;
+    if (int64_t uid = Uid(cluster); uid >= 0) {
+      // posix_spawn cannot change the uid: setpriv does, then execs the
+      // command (same pid). No supplementary groups, no_new_privs (a setuid
+      // binary cannot take the privileges back).
+      std::string id = std::to_string(uid);
+      argv_store.insert(argv_store.begin(), {o_.setpriv, "--reuid=" + id, "--regid=" + id, "--clear-groups",
+                                             "--no-new-privs", "--"});
+    }
     for (auto& s : argv_store) args.push_back(s.data());
     args.push_back(nullptr);
 
@@ -522,7 +661,9 @@ class LocalProvider final : public NodeProvider {
     posix_spawn_file_actions_init(&fa);
     posix_spawnattr_init(&attr);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    // The service's file, 0600: the node writes it through this descriptor;
+    // no other team reads it.
+    posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
     posix_spawn_file_actions_addclosefrom_np(&fa, 3);
     std::string work = WorkDir(cluster.id());
@@ -538,7 +679,7 @@ class LocalProvider final : public NodeProvider {
     int rc = posix_spawnp(&pid, args[0], &fa, &attr, args.data(), envp.data());
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
-    if (rc != 0) return absl::FailedPreconditionError(absl::StrCat("cannot start ", argv[0], ": ", std::strerror(rc)));
+    if (rc != 0) return absl::FailedPreconditionError(absl::StrCat("cannot start ", args[0], ": ", std::strerror(rc)));
     ProcInfo p;
     Spawned s{pid, 0};
     if (ReadProcStat(pid, p)) s.start_ticks = p.start_ticks;
@@ -635,6 +776,18 @@ std::string DefaultRuntimeDir() {
 
 absl::StatusOr<std::unique_ptr<NodeProvider>> NewLocalProvider(LocalProviderOptions options) {
   if (options.runtime_dir.empty()) options.runtime_dir = DefaultRuntimeDir();
+  if (options.uid_first > 0) {
+    if (::geteuid() != 0) {
+      return absl::FailedPreconditionError("lifecycle.local.uid_range needs relay-lifecycle to run as root (it starts "
+                                           "each team's processes as that team's uid)");
+    }
+    if (::access(options.setpriv.c_str(), X_OK) != 0) {
+      return absl::FailedPreconditionError(options.setpriv + " (util-linux) is needed to run teams as their uids");
+    }
+  } else if (options.team.empty()) {
+    return absl::InvalidArgumentError("the local provider needs lifecycle.local.team (the one team it runs) or "
+                                      "lifecycle.local.uid_range (teams isolated by uid, as root)");
+  }
   RELAY_ASSIGN_OR_RETURN(std::string installation, InstallationId(options.state_dir));
   RELAY_ASSIGN_OR_RETURN(std::unique_ptr<OwnerClaim> claim,
                          OwnerClaim::Take(options.runtime_dir, options.owner, installation, options.state_dir));

@@ -260,14 +260,7 @@ class Manager final : public PoolManager {
     if (!live->empty()) return "";  // the old one is still going away
     v1::CreateClusterRequest req;
     req.set_request_id("pool-" + p.name + "-" + std::to_string(clock_->UnixMillis()));
-    auto* s = req.mutable_spec();
-    s->set_kind("command");
-    s->set_team(p.team);
-    (*s->mutable_labels())[kPoolLabel] = p.name;
-    auto* g = s->add_node_groups();
-    g->set_name("runners");
-    g->set_count(p.min);
-    for (const auto& a : p.command) g->add_command(a);
+    *req.mutable_spec() = PoolClusterSpec(p);
     auto created = controller_->Create(system, req);
     if (!created.ok()) {
       log::Warn("pool cluster not created", {{"pool", p.name}, {"error", std::string(created.status().message())}});
@@ -294,6 +287,18 @@ absl::StatusOr<std::unique_ptr<PoolManager>> PoolManager::Start(std::vector<Pool
   auto m = std::make_unique<Manager>(std::move(pools), controller, clock, metrics);
   if (auto st = m->Follow(bootstrap, webhooks_topic, follow); !st.ok()) return st;
   return std::unique_ptr<PoolManager>(std::move(m));
+}
+
+v1::ClusterSpec PoolClusterSpec(const PoolSpec& p) {
+  v1::ClusterSpec s;
+  s.set_kind("command");
+  s.set_team(p.team);
+  (*s.mutable_labels())[kPoolLabel] = p.name;
+  auto* g = s.add_node_groups();
+  g->set_name("runners");
+  g->set_count(p.min);
+  for (const auto& a : p.command) g->add_command(a);
+  return s;
 }
 
 }  // namespace relay::lifecycle

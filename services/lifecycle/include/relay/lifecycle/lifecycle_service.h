@@ -32,6 +32,8 @@ struct LifecycleSettings {
   std::string state_dir;                           // local provider: logs, work dirs, lock
   std::string owner = "relay-lifecycle";           // the label on everything the provider starts
   std::string runtime_dir;                         // local provider: where owners are claimed host-wide
+  std::string local_team;                          // local provider: its one team (no uid range)
+  int64_t uid_first = 0, uid_last = 0;             // local provider: teams' uids (lifecycle.local.uid_range)
   std::string ray_bin;                             // local provider: `ray` of a venv with ray[default]
   std::string leader_topic = "lifecycle.leader";
   std::string webhooks_topic = "github.webhooks";  // runner pools read workflow_job from here

@@ -16,8 +16,13 @@
 // trusted together with its start time (/proc/<pid>/stat field 22), so a
 // reused pid is never mistaken for a node.
 //
-// Output goes to <state_dir>/logs/<cluster>/<node or job>.log, kept after
-// the cluster is gone (the pointers are in the cluster's record).
+// Output goes to <state_dir>/logs/<cluster>/<node or job>.log (0600, in a
+// 0700 directory of the service's user: a node writes its log through the
+// descriptor it was started with), kept after the cluster is gone (the
+// pointers are in the cluster's record). A cluster's work dir is 0700 and
+// belongs to the uid its nodes run as. Nodes and jobs get an environment
+// allow list (PATH, LANG, LC_*, TZ; HOME = the work dir; the labels below),
+// never the service's own environment.
 //
 // Kind `ray`: every node is `ray start --block` from `ray_bin` (the suite's
 // venv: tools/python/setup-env), head first, workers joined to its GCS
@@ -28,8 +33,10 @@
 // the token below is what keeps others out and a temp dir of ~25 bytes under /tmp/rr
 // (Ray's socket paths must fit in 107 bytes). Token authentication is on
 // (RAY_AUTH_MODE=token, a random token per cluster kept in its record's
-// secrets): the dashboard and the Jobs API answer nobody else (the ShadowRay
-// lesson, CVE-2023-48022). Readiness: the head's /api/gcs_healthz, each
+// secrets, handed to the nodes as a 0600 file in the work dir through
+// RAY_AUTH_TOKEN_PATH, never in the environment, which /proc shows): the
+// dashboard and the Jobs API answer nobody else (the ShadowRay lesson,
+// CVE-2023-48022). Readiness: the head's /api/gcs_healthz, each
 // worker's agent /api/healthz. Jobs go through the Jobs REST API
 // (submission id = the job's id, so a resubmission is recognised); a
 // finished job's logs are copied to its log file. Never `ray stop`: it
@@ -51,6 +58,16 @@ struct LocalProviderOptions {
   // Where owner names are claimed host-wide (lifecycle.runtime_dir; empty:
   // DefaultRuntimeDir()).
   std::string runtime_dir;
+  // Tenants (lifecycle.local.*): never two teams under one uid.
+  //  - uid_first..uid_last set (root only): teams are isolated, each team's
+  //    nodes and jobs run as a uid of its own from the range (allocated on
+  //    first use, kept in <state_dir>/team-uids), through setpriv (no
+  //    supplementary groups, no_new_privs);
+  //  - otherwise the provider runs one team's clusters, `team`, and refuses
+  //    any other's (the kubernetes provider is the multi-tenant one).
+  std::string team;
+  int64_t uid_first = 0, uid_last = 0;
+  std::string setpriv = "/usr/bin/setpriv";
 };
 
 // An owner label is one installation's on a host. Every relay-lifecycle of

@@ -50,6 +50,10 @@ struct PoolSpec {
   std::vector<std::string> command;  // each runner's process (argv)
 };
 
+// The spec of a pool's cluster (kind command, group `runners` of `min`
+// nodes running the pool's command, labelled with the pool).
+v1::ClusterSpec PoolClusterSpec(const PoolSpec& pool);
+
 // The pools file (YAML):
 //   pools:
 //     - name: npu
