@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <future>
 #include <map>
 #include <set>
 #include <thread>
@@ -81,19 +82,24 @@ std::map<std::string, int64_t> NodeSessions(const std::string& owner, const std:
 
 class LifecycleStack {
  public:
-  // `owner`: the owner label; empty: one of its own.
-  explicit LifecycleStack(const std::string& name, const std::string& owner = "")
+  // `owner`: the owner label; empty: one of its own. `same_kafka_as`: share
+  // that stack's topics and election group (one installation seen from
+  // Kafka), with a host's worth of its own (dir, owner): a second host.
+  // `clusters_topic_configs`: settings of the state topic.
+  explicit LifecycleStack(const std::string& name, const std::string& owner = "",
+                          const LifecycleStack* same_kafka_as = nullptr,
+                          const std::map<std::string, std::string>& clusters_topic_configs = {})
       : dir_(Env("RELAY_IT_DIR") + "/lifecycle-" + name + "-" + Unique()),
         owner_(owner.empty() ? "it-" + name + "-" + Unique() : owner),
-        clusters_topic_("it.lifecycle.clusters." + Unique()),
-        leader_topic_("it.lifecycle.leader." + Unique()),
-        group_("it-lifecycle-" + Unique()) {
+        clusters_topic_(same_kafka_as ? same_kafka_as->clusters_topic_ : "it.lifecycle.clusters." + Unique()),
+        leader_topic_(same_kafka_as ? same_kafka_as->leader_topic_ : "it.lifecycle.leader." + Unique()),
+        group_(same_kafka_as ? same_kafka_as->group_ : "it-lifecycle-" + Unique()) {
     testing::RunCommand("mkdir -p " + dir_);
     std::ofstream(dir_ + "/tokens.yaml") << "tokens:\n"
                                          << "  - {name: ml-ci, team: ml, sha256: " << auth::ServiceTokenDigest(kMlToken) << "}\n"
                                          << "  - {name: vision-ci, team: vision, sha256: " << auth::ServiceTokenDigest(kVisionToken) << "}\n"
                                          << "  - {name: ops, team: platform, role: admin, sha256: " << auth::ServiceTokenDigest(kAdminToken) << "}\n";
-    EXPECT_EQ(testing::CreateTopic(testing::FixtureBootstrap(), clusters_topic_, 3), "");
+    EXPECT_EQ(testing::CreateTopic(testing::FixtureBootstrap(), clusters_topic_, 3, clusters_topic_configs), "");
     EXPECT_EQ(testing::CreateTopic(testing::FixtureBootstrap(), leader_topic_, 1), "");
   }
   ~LifecycleStack() {
@@ -136,6 +142,7 @@ class LifecycleStack {
     return ports_[n];
   }
   bool Leading(int n) { return testing::MetricValue(ports_[n], "relay_lifecycle_leader") == 1; }
+  uint16_t port(int n) { return ports_[n]; }
   bool WaitLeading(int n, std::chrono::milliseconds timeout = 60s) {
     return WaitFor([&] { return Leading(n) && HttpClient("127.0.0.1", ports_[n]).Get("/readyz").status == 200; }, timeout);
   }
@@ -665,6 +672,119 @@ TEST(LifecycleIt, KilledDuringProvisioningConvergesWithoutOrphansOrDuplicates) {
   }
   for (const auto& id : ids) EXPECT_EQ(WaitState(*stub2, kMlToken, id, {"TERMINATED"}), "TERMINATED");
   EXPECT_TRUE(WaitFor([&] { return ProcessTable(stack.owner()).empty(); }, 10s)) << "nothing leaks";
+}
+
+// Issue 15, item 6: fencing that survives compaction. Two hosts of one
+// installation (each its own state dir and owner, one election group and
+// state topic). A leads, then freezes (SIGSTOP); B takes over and changes
+// a cluster. A thaws still believing it leads and takes a delete: its write
+// is refused at the broker (B's transactional writer fenced A's), so the
+// caller gets UNAVAILABLE, and after a forced compaction (tiny segments, a
+// cleaner that runs every second) the cluster's surviving record is B's.
+// With fencing only at readers, A's late record would be the key's latest
+// offset, the one compaction keeps.
+TEST(LifecycleIt, ADeposedLeadersLateWriteIsFencedAndCompactionKeepsTheNewLeaders) {
+  std::map<std::string, std::string> fast_compaction = {{"cleanup.policy", "compact"},
+                                                        {"segment.ms", "200"},
+                                                        {"min.cleanable.dirty.ratio", "0.001"},
+                                                        {"min.compaction.lag.ms", "0"},
+                                                        {"delete.retention.ms", "100"}};
+  LifecycleStack first("fence-a", "", nullptr, fast_compaction);
+  LifecycleStack second("fence-b", "", &first);
+  ASSERT_NE(first.Start(1), 0) << first.Log(1);
+  ASSERT_TRUE(first.WaitLeading(1)) << first.Log(1);
+  ASSERT_NE(second.Start(1), 0) << second.Log(1);
+  ASSERT_TRUE(WaitFor([&] { return second.Log(1).find("gRPC listening") != std::string::npos; }, 30s));
+  // Whichever the group settles on leads (the same one, ready, for 3 s):
+  // that one is A.
+  LifecycleStack* a = nullptr;
+  auto since = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        bool one = first.Leading(1), two = second.Leading(1);
+        LifecycleStack* now = one && !two ? &first : two && !one ? &second : nullptr;
+        if (now && HttpClient("127.0.0.1", now->port(1)).Get("/readyz").status != 200) now = nullptr;
+        if (now != a || !now) since = std::chrono::steady_clock::now();
+        a = now;
+        return a && std::chrono::steady_clock::now() - since >= 3s;
+      },
+      60s));
+  LifecycleStack* b = a == &first ? &second : &first;
+  auto stub_a = a->Stub(1);
+  v1::Cluster c;
+  ASSERT_TRUE(stub_a->CreateCluster(As(kMlToken).get(), CommandCluster(1, "fence-1"), &c).ok());
+  ASSERT_EQ(WaitState(*stub_a, kMlToken, c.id(), {"IDLE"}), "IDLE") << a->Log(1);
+
+  a->proc(1).Signal(SIGSTOP);
+  ASSERT_TRUE(b->WaitLeading(1, 60s)) << b->Log(1);
+  auto stub_b = b->Stub(1);
+  v1::ScaleClusterRequest scale;
+  scale.set_id(c.id());
+  scale.set_node_group("workers");
+  scale.set_count(2);
+  v1::Cluster scaled;
+  ASSERT_TRUE(stub_b->ScaleCluster(As(kMlToken).get(), scale, &scaled).ok());
+  ASSERT_EQ(WaitState(*stub_b, kMlToken, c.id(), {"IDLE"}), "IDLE") << b->Log(1);
+  int64_t b_epoch = static_cast<int64_t>(testing::MetricValue(b->port(1), "relay_lifecycle_epoch"));
+
+  // A thaws, still believing it leads, and is asked to delete the cluster.
+  std::atomic<int> code{-1};
+  std::thread caller([&] {
+    v1::DeleteClusterRequest del;
+    del.set_id(c.id());
+    v1::Cluster out;
+    code = stub_a->DeleteCluster(As(kMlToken, 20s).get(), del, &out).error_code();
+  });
+  std::this_thread::sleep_for(300ms);
+  a->proc(1).Signal(SIGCONT);
+  caller.join();
+  EXPECT_NE(code.load(), grpc::StatusCode::OK) << "a deposed leader's delete was acknowledged";
+  EXPECT_TRUE(WaitFor([&] { return a->Log(1).find("fenced") != std::string::npos; }, 20s)) << a->Log(1);
+
+  // Force a compaction: tombstones of other keys roll the state topic's
+  // segments until the cluster has one record left in its partition.
+  kafka::ProducerOptions po;
+  po.bootstrap = testing::FixtureBootstrap();
+  auto filler = std::move(*kafka::NewKafkaProducer(po, nullptr));
+  std::vector<v1::ClusterRecord> records;
+  auto deadline = std::chrono::steady_clock::now() + 120s;
+  for (int i = 0; std::chrono::steady_clock::now() < deadline; ++i) {
+    for (int p = 0; p < 3; ++p) {
+      std::promise<absl::Status> acked;
+      filler->Send(kafka::Record{first.clusters_topic(), "filler-" + std::to_string(i), "", {}, p},
+                   [&acked](absl::Status s) { acked.set_value(s); });
+      ASSERT_TRUE(acked.get_future().get().ok());
+    }
+    std::this_thread::sleep_for(250ms);
+    if (i % 8 != 7) continue;
+    std::string error;
+    records.clear();
+    for (const auto& r : testing::ReadTopic(testing::FixtureBootstrap(), first.clusters_topic(), 10s, &error)) {
+      v1::ClusterRecord rec;
+      if (r.key == c.id() && rec.ParseFromString(r.value)) records.push_back(rec);
+    }
+    if (records.size() == 1) break;
+  }
+  ASSERT_EQ(records.size(), 1u) << "no compaction within 120 s";
+  // B's, or a later leader's (A may lead again after it rejoins, with a
+  // new epoch): never the deposed epoch's.
+  EXPECT_GE(records[0].leader_epoch(), b_epoch) << "compaction kept a deposed leader's record";
+  EXPECT_NE(records[0].cluster().state(), "TERMINATING");
+  EXPECT_NE(records[0].cluster().state(), "TERMINATED");
+  // Whoever leads now still has the cluster, scaled, not deleted.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        for (LifecycleStack* s : {a, b}) {
+          v1::GetClusterRequest get;
+          get.set_id(c.id());
+          v1::Cluster out;
+          if (s->Stub(1)->GetCluster(As(kMlToken).get(), get, &out).ok()) {
+            return out.state() == "IDLE" && out.nodes_size() >= 2;
+          }
+        }
+        return false;
+      },
+      30s));
 }
 
 // Two instances: never both leading; the standby refuses calls; SIGKILL

@@ -6,13 +6,15 @@
 
 namespace relay::testing {
 
-std::string CreateTopic(const std::string& bootstrap, const std::string& topic, int partitions) {
+std::string CreateTopic(const std::string& bootstrap, const std::string& topic, int partitions,
+                        const std::map<std::string, std::string>& configs) {
   char err[512];
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap.c_str(), err, sizeof err);
   rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
   if (!rk) return err;
   rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(topic.c_str(), partitions, 1, err, sizeof err);
+  for (const auto& [k, v] : configs) rd_kafka_NewTopic_set_config(nt, k.c_str(), v.c_str());
   rd_kafka_queue_t* q = rd_kafka_queue_new(rk);
   rd_kafka_CreateTopics(rk, &nt, 1, nullptr, q);
   std::string result = "timed out";

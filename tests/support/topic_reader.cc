@@ -47,7 +47,20 @@ std::vector<kafka::ConsumedRecord> ReadTopic(const std::string& bootstrap, const
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!high.empty() && std::chrono::steady_clock::now() < deadline) {
     rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, 100);
-    if (!m) continue;
+    if (!m) {
+      // The last offsets may hold no record (a transaction marker, a
+      // compacted gap): the position says when a partition is done.
+      rd_kafka_topic_partition_list_t* pos = rd_kafka_topic_partition_list_new(static_cast<int>(high.size()));
+      for (const auto& [p, hi] : high) rd_kafka_topic_partition_list_add(pos, topic.c_str(), p);
+      if (rd_kafka_position(rk, pos) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        for (int i = 0; i < pos->cnt; ++i) {
+          auto it = high.find(pos->elems[i].partition);
+          if (it != high.end() && pos->elems[i].offset >= it->second) high.erase(it);
+        }
+      }
+      rd_kafka_topic_partition_list_destroy(pos);
+      continue;
+    }
     if (!m->err) {
       kafka::ConsumedRecord r;
       r.topic = topic;

@@ -526,6 +526,11 @@ class KafkaProducer final : public Producer {
 
 }  // namespace
 
+namespace internal {
+absl::StatusOr<std::unique_ptr<Producer>> NewTransactionalProducer(ProducerOptions options,
+                                                                   prometheus::Registry* metrics);
+}  // namespace internal
+
 absl::StatusOr<std::unique_ptr<Producer>> NewKafkaProducer(ProducerOptions options,
                                                           prometheus::Registry* metrics) {
   if (options.bootstrap.empty()) return absl::InvalidArgumentError("kafka producer: bootstrap is empty");
@@ -540,6 +545,7 @@ absl::StatusOr<std::unique_ptr<Producer>> NewKafkaProducer(ProducerOptions optio
     // librdkafka reads 0 as "no timeout": a caller would wait forever.
     return absl::InvalidArgumentError("kafka producer: delivery_timeout must be positive");
   }
+  if (!options.transactional_id.empty()) return internal::NewTransactionalProducer(std::move(options), metrics);
   auto producer = std::make_unique<KafkaProducer>(std::move(options), metrics);
   if (auto s = producer->Start(); !s.ok()) return s;
   return std::unique_ptr<Producer>(std::move(producer));

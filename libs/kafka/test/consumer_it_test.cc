@@ -414,6 +414,46 @@ TEST(ConsumerIT, AFailingAssignHookIsRetriedAndNoRecordIsHandedOverBeforeIt) {
   EXPECT_GE(hook_calls.load(), 4);
 }
 
+// Issue 15, item 6: fencing at the broker. A second transactional
+// producer of the same id fences the first; the first's late write is
+// refused (it believes it may still write), so the key's latest record is
+// the second's, not the deposed one's. Without fencing the late write would
+// be the key's latest offset, the one compaction keeps.
+TEST(TransactionalProducerIT, TheNewHolderFencesTheOldOnesLateWrites) {
+  std::random_device rd;
+  std::string topic = "it.fenced." + std::to_string(rd());
+  ASSERT_EQ(relay::testing::CreateTopic(relay::testing::FixtureBootstrap(), topic, 1, {{"cleanup.policy", "compact"}}),
+            "");
+  ProducerOptions o;
+  o.bootstrap = relay::testing::FixtureBootstrap();
+  o.transactional_id = "it-leader-" + std::to_string(rd());
+  auto send = [&](Producer& p, const std::string& key, const std::string& value) {
+    auto done = std::make_shared<std::promise<absl::Status>>();
+    auto f = done->get_future();
+    p.Send(Record{topic, key, value, {}}, [done](absl::Status s) { done->set_value(s); });
+    return f.get();
+  };
+  auto old_leader = NewKafkaProducer(o, nullptr);
+  ASSERT_TRUE(old_leader.ok()) << old_leader.status();
+  ASSERT_TRUE(send(**old_leader, "cluster-1", "epoch-1").ok());
+  auto new_leader = NewKafkaProducer(o, nullptr);  // fences the old one
+  ASSERT_TRUE(new_leader.ok()) << new_leader.status();
+  ASSERT_TRUE(send(**new_leader, "cluster-1", "epoch-2").ok());
+  absl::Status late = send(**old_leader, "cluster-1", "epoch-1-late");
+  EXPECT_TRUE(IsFenced(late)) << late;
+  EXPECT_TRUE(IsFenced(send(**old_leader, "cluster-2", "anything"))) << "fenced for good";
+  EXPECT_FALSE((*old_leader)->Connected());
+
+  // What read_committed readers (every relay consumer) see: the late write
+  // never landed. (lifecycle_it_test forces a compaction on top.)
+  std::string error;
+  std::vector<std::string> values;
+  for (const auto& r : relay::testing::ReadTopic(relay::testing::FixtureBootstrap(), topic, 10s, &error)) {
+    if (r.key == "cluster-1") values.push_back(r.value);
+  }
+  EXPECT_THAT(values, ::testing::ElementsAre("epoch-1", "epoch-2"));
+}
+
 TEST(ConsumerIT, MissingDeadLetterTopicStopsTheConsumerWithoutSkipping) {
   std::string topic = NewTopic("nodlq", 1);  // and no <topic>.dlq
   auto producer = NewProducer();

@@ -93,11 +93,10 @@ int64_t Overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1) { return std::ma
 
 }  // namespace
 
-Controller::Controller(ControllerOptions options, NodeProvider* provider, kafka::Producer* producer,
-                       kafka::TopicReader* reader, const Clock* clock, prometheus::Registry* metrics)
+Controller::Controller(ControllerOptions options, NodeProvider* provider, kafka::TopicReader* reader,
+                       const Clock* clock, prometheus::Registry* metrics)
     : o_(std::move(options)),
       provider_(provider),
-      producer_(producer),
       reader_(reader),
       clock_(clock),
       by_state_(prometheus::BuildGauge().Name("relay_lifecycle_clusters").Help("Clusters by state (the leader's view)").Register(*metrics)),
@@ -124,15 +123,22 @@ Controller::Controller(ControllerOptions options, NodeProvider* provider, kafka:
                   .Name("relay_lifecycle_leader")
                   .Help("1 while this instance leads (reconciles and answers), 0 on standby")
                   .Register(*metrics)
-                  .Add({})) {}
+                  .Add({})),
+      epoch_gauge_(prometheus::BuildGauge()
+                       .Name("relay_lifecycle_epoch")
+                       .Help("The leader epoch this instance last led with (its claim's offset)")
+                       .Register(*metrics)
+                       .Add({})) {}
 
 Controller::~Controller() { StepDown(); }
 
 // ---------------------------------------------------------------- leadership
 
-absl::Status Controller::TakeOver(int64_t epoch) {
+absl::Status Controller::TakeOver(int64_t epoch, kafka::Producer* writer) {
   std::lock_guard act(act_mu_);
   if (leading_) return absl::OkStatus();
+  producer_ = writer;
+  fenced_ = false;
   RELAY_RETURN_IF_ERROR(provider_->Acquire());
   if (auto st = Load(epoch); !st.ok()) {
     provider_->Release();
@@ -141,6 +147,7 @@ absl::Status Controller::TakeOver(int64_t epoch) {
   Adopt();
   leading_ = true;
   leader_.Set(1);
+  epoch_gauge_.Set(static_cast<double>(epoch));
   stop_ = false;
   last_sweep_ = clock_->Now();
   if (o_.background) loop_ = std::thread([this] { Loop(); });
@@ -160,6 +167,19 @@ void Controller::StepDown() {
   leading_ = false;
   leader_.Set(0);
   provider_->Release();
+  {
+    // Records still in the outbox were never sent: they go with the
+    // leadership (the next leader rebuilds from Kafka); whoever waits for
+    // one is answered.
+    std::lock_guard send(send_mu_);
+    std::vector<std::pair<kafka::Record, kafka::DeliveryCallback>> left;
+    {
+      std::lock_guard lock(mu_);
+      left.swap(outbox_);
+    }
+    producer_ = nullptr;
+    for (auto& [record, done] : left) std::move(done)(absl::UnavailableError("stepped down before it was sent"));
+  }
   log::Info("stepped down", {{"epoch", epoch_.load()}});
 }
 
@@ -282,6 +302,13 @@ void Controller::PersistLocked(v1::Cluster& c, std::vector<v1::ClusterEvent> eve
         reload_needed_ = true;
         last_error_ = "state write failed: " + std::string(st.message());
         writes_failed_.Increment();
+        if (kafka::IsFenced(st) && !fenced_.exchange(true)) {
+          // A newer leader exists: nothing more may be done from here.
+          log::Error("fenced: a newer leader took over; this instance stops acting",
+                     {{"epoch", epoch_.load()}, {"error", std::string(st.message())}});
+          stop_ = true;
+          last_error_ = "fenced by a newer leader: " + std::string(st.message());
+        }
       }
       wake_ = true;
       changed_.notify_all();
@@ -310,7 +337,13 @@ void Controller::SendOutbox() {
     std::lock_guard lock(mu_);
     batch.swap(outbox_);
   }
-  for (auto& [record, done] : batch) producer_->Send(std::move(record), std::move(done));
+  for (auto& [record, done] : batch) {
+    if (producer_) {
+      producer_->Send(std::move(record), std::move(done));
+    } else {
+      std::move(done)(absl::UnavailableError("not leading: not sent"));
+    }
+  }
 }
 
 absl::Status Controller::PersistAndWait(std::unique_lock<std::mutex>& lock, v1::Cluster& c,
@@ -330,6 +363,7 @@ absl::Status Controller::PersistAndWait(std::unique_lock<std::mutex>& lock, v1::
 
 absl::Status Controller::CheckLeading() const {
   if (!leading_) return absl::UnavailableError("standby: this instance does not lead; retry (the leader answers)");
+  if (fenced_) return absl::UnavailableError("fenced: a newer leader took over; retry (the leader answers)");
   if (reload_needed_) return absl::UnavailableError("the leader is rebuilding its state after a failed write; retry");
   return absl::OkStatus();
 }
@@ -603,7 +637,7 @@ void Controller::Loop() {
     if (reload) {
       std::lock_guard act(act_mu_);
       // Wait for writes in flight, then read back what Kafka has.
-      (void)producer_->Flush(o_.write_timeout);  // what is still in flight lands or fails first
+      if (producer_) (void)producer_->Flush(o_.write_timeout);  // what is still in flight lands or fails first
       if (auto st = Load(epoch_.load()); !st.ok()) {
         log::Warn("state reload failed; retrying", {{"error", std::string(st.message())}});
         std::this_thread::sleep_for(500ms);
@@ -934,7 +968,7 @@ bool Controller::Reconcile(v1::Cluster& c, std::vector<v1::ClusterEvent>& events
 
 void Controller::ReconcileOnce() {
   std::lock_guard act(act_mu_);
-  if (!leading_) return;
+  if (!leading_ || fenced_) return;
   auto start = std::chrono::steady_clock::now();
   {
     std::lock_guard lock(mu_);
@@ -955,7 +989,7 @@ void Controller::ReconcileOnce() {
 
 void Controller::SweepOrphans() {
   std::lock_guard act(act_mu_);
-  if (!leading_) return;
+  if (!leading_ || fenced_) return;
   auto inventory = provider_->Inventory();
   if (!inventory.ok()) {
     provider_errors_.Add({{"op", "inventory"}}).Increment();
@@ -1003,7 +1037,7 @@ std::map<std::string, int> Controller::CountByState() const {
 
 absl::Status Controller::Health() const {
   std::lock_guard lock(mu_);
-  if (reload_needed_) return absl::UnavailableError(last_error_);
+  if (reload_needed_ || fenced_) return absl::UnavailableError(last_error_);
   return absl::OkStatus();
 }
 

@@ -3,6 +3,8 @@
 #include <openssl/rand.h>
 #include <unistd.h>
 
+#include <mutex>
+
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -43,7 +45,6 @@ class LifecycleService final : public service::Service {
       });
     }
 
-    RELAY_ASSIGN_OR_RETURN(producer_, runtime.factories().producer(s_.kafka, &metrics));
     RELAY_ASSIGN_OR_RETURN(reader_, runtime.factories().reader(s_.kafka.bootstrap));
     for (const std::string* t : {&s_.controller.clusters_topic, &s_.controller.events_topic, &s_.leader_topic}) {
       if (auto n = reader_->Partitions(*t); !n.ok()) {
@@ -70,8 +71,8 @@ class LifecycleService final : public service::Service {
       lp.uid_last = s_.uid_last;
       RELAY_ASSIGN_OR_RETURN(provider_, NewLocalProvider(lp));
     }
-    controller_ = std::make_unique<Controller>(s_.controller, provider_.get(), producer_.get(), reader_.get(),
-                                               &runtime.clock(), &metrics);
+    controller_ = std::make_unique<Controller>(s_.controller, provider_.get(), reader_.get(), &runtime.clock(),
+                                               &metrics);
     RELAY_ASSIGN_OR_RETURN(grpc_, GrpcApi::Start(s_.grpc_listen, s_.tls, controller_.get(), callers_.get(), &metrics));
     log::Info("gRPC listening", {{"listen", s_.grpc_listen}, {"port", grpc_->port()}, {"tls", !s_.tls.cert_file.empty()}});
     prometheus::BuildGauge()
@@ -92,15 +93,34 @@ class LifecycleService final : public service::Service {
     char host[256] = {0};
     ::gethostname(host, sizeof host - 1);
     lo.instance = absl::StrCat(host, ":", ::getpid(), ":", absl::BytesToHexString(nonce));
+    // The leader's writer: a transactional producer of one fixed id per
+    // installation (its election group), made at every takeover. Making it
+    // fences the previous leader's at the broker, so a deposed leader that
+    // still believes it leads cannot write a record compaction might keep.
+    kafka::ProducerOptions writer_options = s_.kafka;
+    writer_options.transactional_id = s_.group_id + ".leader";
+    auto make_writer = [this, writer_options, &runtime, &metrics] {
+      return runtime.factories().producer(writer_options, &metrics);
+    };
     RELAY_ASSIGN_OR_RETURN(elector_, LeaderElector::Start(lo, LeaderCallbacks{
-                                                                  [this](int64_t epoch) {
-                                                                    RELAY_RETURN_IF_ERROR(controller_->TakeOver(epoch));
+                                                                  [this, make_writer](int64_t epoch) -> absl::Status {
+                                                                    RELAY_ASSIGN_OR_RETURN(auto writer, make_writer());
+                                                                    kafka::Producer* w = writer.get();
+                                                                    {
+                                                                      std::lock_guard lock(writer_mu_);
+                                                                      writer_ = std::move(writer);
+                                                                    }
+                                                                    if (auto st = controller_->TakeOver(epoch, w); !st.ok()) {
+                                                                      DropWriter();
+                                                                      return st;
+                                                                    }
                                                                     grpc_->SetServing(true);
                                                                     return absl::OkStatus();
                                                                   },
                                                                   [this] {
                                                                     grpc_->SetServing(false);
                                                                     controller_->StepDown();
+                                                                    DropWriter();
                                                                   }}));
     runtime.AddReadinessCheck("leader", [this]() -> absl::Status {
       if (!controller_->leading()) {
@@ -125,7 +145,9 @@ class LifecycleService final : public service::Service {
       runtime.AddReadinessCheck("pools", [this] { return pools_->Health(); });
     }
     runtime.AddReadinessCheck("kafka", [this]() -> absl::Status {
-      return producer_->Connected() ? absl::OkStatus() : absl::UnavailableError("no broker connection");
+      std::lock_guard lock(writer_mu_);
+      // A standby has no writer (and fails the leader check above).
+      return !writer_ || writer_->Connected() ? absl::OkStatus() : absl::UnavailableError("no broker connection");
     });
     return absl::OkStatus();
   }
@@ -138,13 +160,29 @@ class LifecycleService final : public service::Service {
     if (elector_) elector_->Stop();
     if (controller_) controller_->StepDown();
     if (grpc_) grpc_->Shutdown(budget / 4);
-    return !producer_ || service::FlushBefore(*producer_, deadline);
+    std::unique_ptr<kafka::Producer> writer;
+    {
+      std::lock_guard lock(writer_mu_);
+      writer = std::move(writer_);
+    }
+    return !writer || service::FlushBefore(*writer, deadline);
   }
 
  private:
+  // After StepDown: what was sent lands (or fails), then the writer goes.
+  void DropWriter() {
+    std::unique_ptr<kafka::Producer> writer;
+    {
+      std::lock_guard lock(writer_mu_);
+      writer = std::move(writer_);
+    }
+    if (writer) (void)writer->Flush(s_.kafka.delivery_timeout * 2);
+  }
+
   LifecycleSettings s_;
   std::unique_ptr<auth::CallerAuthenticator> callers_;
-  std::unique_ptr<kafka::Producer> producer_;
+  std::mutex writer_mu_;
+  std::unique_ptr<kafka::Producer> writer_;  // the leadership's (transactional) writer
   std::unique_ptr<kafka::TopicReader> reader_;
   std::unique_ptr<NodeProvider> provider_;
   std::unique_ptr<Controller> controller_;

@@ -307,6 +307,13 @@ class LocalProvider final : public NodeProvider {
       d["client_port"] = std::to_string(client);
       d["temp_dir"] = o_.ray_temp_root + "/" + cluster.id();
     }
+    RELAY_RETURN_IF_ERROR(EnsureClusterDirs(cluster));
+    cluster.set_log_dir(LogDir(cluster.id()));
+    return absl::OkStatus();
+  }
+
+  // The cluster's directories and token file, with their owners and modes.
+  absl::Status EnsureClusterDirs(const v1::Cluster& cluster) const {
     // Searchable, not listable, by the teams' uids; logs the service's own.
     RELAY_RETURN_IF_ERROR(EnsureDir(o_.state_dir, 0711));
     RELAY_RETURN_IF_ERROR(EnsureDir(o_.state_dir + "/clusters", 0711));
@@ -321,7 +328,6 @@ class LocalProvider final : public NodeProvider {
       RELAY_RETURN_IF_ERROR(EnsureDir(Data(cluster, "temp_dir"), 0700, uid));
       RELAY_RETURN_IF_ERROR(WriteSecretFile(TokenFile(cluster.id()), Token(cluster), uid));
     }
-    cluster.set_log_dir(LogDir(cluster.id()));
     return absl::OkStatus();
   }
 
@@ -331,6 +337,8 @@ class LocalProvider final : public NodeProvider {
       if (g.name() == node.group()) group = &g;
     }
     if (!group) return absl::InvalidArgumentError("node group " + node.group() + " is not in the spec");
+    // Made again if missing: a leader on another host prepared the cluster.
+    RELAY_RETURN_IF_ERROR(EnsureClusterDirs(cluster));
     node.set_log_path(LogDir(cluster.id()) + "/" + node.id() + ".log");
     std::map<std::string, std::string> env{{"RELAY_NODE_ID", node.id()}, {"RELAY_NODE_GROUP", node.group()}};
     std::vector<std::string> argv(group->command().begin(), group->command().end());
@@ -378,6 +386,7 @@ class LocalProvider final : public NodeProvider {
   absl::Status SubmitJob(const v1::Cluster& cluster, v1::Job& job) override {
     if (cluster.spec().kind() == "ray") return SubmitRayJob(cluster, job);
     if (job.pid() > 0) return absl::OkStatus();
+    RELAY_RETURN_IF_ERROR(EnsureClusterDirs(cluster));
     job.set_log_path(LogDir(cluster.id()) + "/job-" + job.id() + ".log");
     auto p = Spawn({"/bin/sh", "-c", job.entrypoint()}, cluster, {{"RELAY_JOB_ID", job.id()}}, job.log_path());
     if (!p.ok()) return p.status();

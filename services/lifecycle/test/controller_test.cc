@@ -126,8 +126,8 @@ class ControllerTest : public ::testing::Test {
   }
 
   std::unique_ptr<Controller> NewController(FakeProvider* provider, int64_t epoch) {
-    auto c = std::make_unique<Controller>(options_, provider, &producer_, &reader_, &clock_, &registry_);
-    EXPECT_TRUE(c->TakeOver(epoch).ok());
+    auto c = std::make_unique<Controller>(options_, provider, &reader_, &clock_, &registry_);
+    EXPECT_TRUE(c->TakeOver(epoch, &producer_).ok());
     return c;
   }
 
@@ -448,6 +448,32 @@ TEST_F(ControllerTest, AFailedStateWriteIsNotAcknowledged) {
   auto r = c->Create(kMl, Spec(1));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_FALSE(c->Health().ok()) << "the leader rebuilds its state before answering again";
+}
+
+// A write the broker refuses as fenced (a newer leader's transactional
+// producer exists): the controller stops acting at once, whatever the
+// election still says, and answers UNAVAILABLE.
+TEST_F(ControllerTest, AFencedWriteStopsEveryAction) {
+  FakeProvider provider(&procs_);
+  auto c = NewController(&provider, 1);
+  auto cl = c->Create(kMl, Spec(2));
+  ASSERT_TRUE(cl.ok());
+  c->ReconcileOnce();
+  int starts_before = 0;
+  for (const auto& [node, n] : procs_.starts) starts_before += n;
+  producer_.set_topic_status("lifecycle.clusters", kafka::FencedError("fenced: PRODUCER_FENCED"));
+  c->ReconcileOnce();  // its writes are refused as fenced
+  c->ReconcileOnce();
+  EXPECT_FALSE(c->leading());
+  EXPECT_NE(std::string(c->Health().message()).find("fenced"), std::string::npos) << c->Health();
+  auto refused = c->Create(kMl, Spec(1));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  producer_.set_topic_status("lifecycle.clusters", absl::OkStatus());
+  for (int i = 0; i < 3; ++i) c->ReconcileOnce();
+  int starts_after = 0;
+  for (const auto& [node, n] : procs_.starts) starts_after += n;
+  EXPECT_LE(starts_after, starts_before + 2) << "it went on starting nodes after it was fenced";
+  EXPECT_FALSE(c->leading());
 }
 
 }  // namespace

@@ -56,8 +56,8 @@ class GrpcApiTest : public ::testing::Test {
     broker_.CreateTopic("cluster.events", 1);
     ControllerOptions co;
     co.background = false;
-    controller_ = std::make_unique<Controller>(co, &provider_, &producer_, &reader_, &clock_, &registry_);
-    ASSERT_TRUE(controller_->TakeOver(1).ok());
+    controller_ = std::make_unique<Controller>(co, &provider_, &reader_, &clock_, &registry_);
+    ASSERT_TRUE(controller_->TakeOver(1, &producer_).ok());
     auto tokens = auth::ParseServiceTokens("tokens:\n  - {name: ml-ci, team: ml, sha256: " +
                                                auth::ServiceTokenDigest("ml-token") + "}\n",
                                            "test");

@@ -52,8 +52,8 @@ class KubernetesTest : public ::testing::Test {
     broker_.CreateTopic("cluster.events", 3);
     ControllerOptions co;
     co.background = false;
-    controller_ = std::make_unique<Controller>(co, provider_.get(), &producer_, &reader_, &clock_, &registry_);
-    ASSERT_TRUE(controller_->TakeOver(1).ok());
+    controller_ = std::make_unique<Controller>(co, provider_.get(), &reader_, &clock_, &registry_);
+    ASSERT_TRUE(controller_->TakeOver(1, &producer_).ok());
   }
   void TearDown() override {
     controller_.reset();

@@ -65,7 +65,24 @@ struct ProducerOptions {
   // guarantees (acks, idempotence, timeouts, retries, in-flight limits) are
   // refused: see kProtectedProducerProperties.
   std::map<std::string, std::string> extra;
+  // Set: a transactional producer (below) with this fixed id, for a role
+  // only one process may hold (lifecycle's leader).
+  std::string transactional_id;
 };
+
+// The transactional producer (ProducerOptions::transactional_id): records
+// become visible to read_committed consumers (librdkafka's default, so every
+// relay consumer) only in committed transactions, and making one fences
+// every earlier producer of the same id at the broker: its open transaction
+// is aborted and its later writes are refused, whatever it believes. Sends
+// are grouped: each transaction carries what was sent while the previous
+// one committed; a callback runs once its transaction committed (OK), was
+// aborted (Unavailable: none of its records is visible), or once the
+// producer was fenced (FencedError, for this and every later Send; a fenced
+// producer is never recreated: that would fence the new holder in turn).
+// Making it blocks until the fencing is done (init_transactions).
+absl::Status FencedError(std::string_view reason);
+bool IsFenced(const absl::Status& status);
 
 // librdkafka properties `extra` may not set: they would weaken acks=all,
 // idempotence, per-key order or the delivery bound.
@@ -73,7 +90,7 @@ inline constexpr const char* kProtectedProducerProperties[] = {
     "acks", "request.required.acks", "enable.idempotence", "enable.gapless.guarantee",
     "message.timeout.ms", "delivery.timeout.ms", "retries", "message.send.max.retries",
     "max.in.flight", "max.in.flight.requests.per.connection", "delivery.report.only.error",
-    "bootstrap.servers", "metadata.broker.list"};
+    "bootstrap.servers", "metadata.broker.list", "transactional.id", "transaction.timeout.ms"};
 
 // Idempotent (enable.idempotence=true, acks=all) librdkafka producer.
 // Errors are classified once, in errors.cc. When librdkafka raises a fatal

@@ -5,11 +5,14 @@
 // transition) is written whole to the compacted topic lifecycle.clusters
 // (key: cluster id, value: ClusterRecord with the writer's leader epoch),
 // and described on cluster.events. A write is acknowledged to its caller
-// only once the broker has it. A new leader rebuilds the state by reading
-// lifecycle.clusters to its end, keeping per key the record of the highest
-// epoch (a deposed leader's late writes lose), then compares it with the
-// provider's inventory: processes of wanted nodes are adopted, everything
-// else labelled as ours is removed.
+// only once the broker has it. A deposed leader's late writes are refused by
+// the broker itself (the leader's writer is a transactional producer of a
+// fixed id: the new leader's fenced it), so compaction, which keeps a key's
+// latest offset, never keeps one of them; readers also keep per key the
+// record of the highest epoch. A new leader rebuilds the state by reading
+// lifecycle.clusters to its end, then compares it with the provider's
+// inventory: processes of wanted nodes are adopted, everything else
+// labelled as ours is removed.
 //
 // The reconcile loop is level-based: each pass looks at every cluster and
 // does the next step towards its desired state. A node is first recorded
@@ -67,16 +70,22 @@ struct ControllerOptions {
 
 class Controller {
  public:
-  Controller(ControllerOptions options, NodeProvider* provider, kafka::Producer* producer,
-             kafka::TopicReader* reader, const Clock* clock, prometheus::Registry* metrics);
+  Controller(ControllerOptions options, NodeProvider* provider, kafka::TopicReader* reader, const Clock* clock,
+             prometheus::Registry* metrics);
   ~Controller();
 
   // Leadership. TakeOver: acquire the provider, rebuild state from Kafka,
-  // reconcile it with the provider's inventory, then start the loop.
-  // StepDown returns once no action is in progress and none will start.
-  absl::Status TakeOver(int64_t epoch);
+  // reconcile it with the provider's inventory, then start the loop; every
+  // state record and event goes through `writer` (the service makes it a
+  // transactional producer whose creation fenced the previous leader's; it
+  // must outlive the leadership). A write the broker refuses as fenced
+  // (kafka::IsFenced: a newer leader's producer exists) stops all acting at
+  // once: the controller answers UNAVAILABLE and /readyz fails until
+  // StepDown. StepDown returns once no action is in progress and none will
+  // start; the writer is no longer used after it.
+  absl::Status TakeOver(int64_t epoch, kafka::Producer* writer);
   void StepDown();
-  bool leading() const { return leading_.load(); }
+  bool leading() const { return leading_.load() && !fenced_.load(); }
   int64_t epoch() const { return epoch_.load(); }
 
   // The API. Errors: Unavailable (standby, Kafka), InvalidArgument,
@@ -146,7 +155,7 @@ class Controller {
 
   const ControllerOptions o_;
   NodeProvider* provider_;
-  kafka::Producer* producer_;
+  kafka::Producer* producer_ = nullptr;  // the leadership's writer (TakeOver)
   kafka::TopicReader* reader_;
   const Clock* clock_;
 
@@ -163,6 +172,7 @@ class Controller {
 
   std::mutex act_mu_;  // held by every pass and takeover: StepDown waits on it
   std::atomic<bool> leading_{false};
+  std::atomic<bool> fenced_{false};  // a write was refused as fenced: act no more
   std::atomic<int64_t> epoch_{0};
   std::atomic<bool> stop_{false};
   std::thread loop_;
@@ -174,6 +184,7 @@ class Controller {
   prometheus::Counter& writes_failed_;
   prometheus::Counter& orphans_removed_;
   prometheus::Gauge& leader_;
+  prometheus::Gauge& epoch_gauge_;
 };
 
 }  // namespace relay::lifecycle

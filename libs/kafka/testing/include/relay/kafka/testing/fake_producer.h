@@ -33,6 +33,8 @@ class FakeProducer final : public Producer {
       // absl library, so TSan would see a test replacing the stored status
       // as a race with the copy's reader.
       absl::Status s(set.code(), set.message());
+      // Payloads (kafka::FencedError's mark) are copied too.
+      set.ForEachPayload([&s](absl::string_view url, const absl::Cord& payload) { s.SetPayload(url, payload); });
       lock.unlock();
       Ack(record, s, std::move(done));
       return;
