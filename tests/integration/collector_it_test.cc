@@ -576,13 +576,23 @@ TEST_F(CollectorIT, TestReportsAreStreamedInAndProducedOnlyWhenWhole) {
 
   std::map<std::string, int64_t> cases_by_upload;
   std::set<std::string> jobs;
+  std::set<int64_t> report_times, upload_times;
   for (const auto& b : Read<v1::TestReportBatch>("ci.test_reports", [&](const v1::TestReportBatch& b) {
          return b.delivery_id() == delivery;
        })) {
     cases_by_upload[b.upload_id()] += b.cases_size();
     jobs.insert(b.job_name());
     EXPECT_EQ(b.total_cases(), 5000);
+    report_times.insert(b.report_time_unix_ms());
+    upload_times.insert(b.uploaded_at_unix_ms());
   }
+  // Every upload of the job is placed by one stable time (the dispatch's,
+  // from its relay token), whenever it was uploaded: a retry after
+  // midnight lands on the same day (issue 15, item 8).
+  EXPECT_EQ(report_times.size(), 1u);
+  EXPECT_GT(*report_times.begin(), 0);
+  EXPECT_LE(*report_times.begin(), *upload_times.begin());
+  EXPECT_GE(upload_times.size(), 2u);
   EXPECT_EQ(jobs, (std::set<std::string>{"test (1, 2)"})) << "nothing of the malformed report was produced";
   ASSERT_EQ(cases_by_upload.size(), 2u);
   EXPECT_EQ(cases_by_upload[std::string(upload_id(ok.body))], 2 * 5000) << "uploaded twice, same ids";

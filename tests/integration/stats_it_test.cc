@@ -31,6 +31,7 @@
 #include "support/http_client.h"
 #include "support/kafka_admin.h"
 #include "support/subprocess.h"
+#include "support/timing.h"
 #include "support/topic_reader.h"
 
 namespace relay {
@@ -473,7 +474,9 @@ TEST(StatsIt, FillsEveryTableAndAReplayChangesNoQueryResult) {
   ASSERT_GT(t.workflow_jobs, 0);
   ASSERT_GT(t.workflow_runs, 0);
   ProduceTraffic(s, t);
-  uint16_t port = s.Start(1);
+  // Superseded snapshots are pruned every second here (10 min by default).
+  std::map<std::string, std::string> prune_fast = {{"RELAY_STATS_SNAPSHOT_PRUNE_INTERVAL", "1s"}};
+  uint16_t port = s.Start(1, prune_fast);
   ASSERT_NE(port, 0) << ReadFile(s.Log(1));
   ExpectTables(s, t);
 
@@ -500,7 +503,22 @@ TEST(StatsIt, FillsEveryTableAndAReplayChangesNoQueryResult) {
 
   // A full replay: a second instance in a new group reads every topic from
   // the start and inserts every row again.
-  uint16_t replay = s.Start(2);
+  auto snapshot_rows = [&] {
+    return s.Count("SELECT count() FROM test_slowest_daily") + s.Count("SELECT count() FROM test_flaky_daily");
+  };
+  auto latest_rows = [&] {
+    int64_t n = 0;
+    for (const char* table : {"test_slowest_daily", "test_flaky_daily"}) {
+      n += s.Count(std::string("SELECT count() FROM ") + table + " WHERE (repo, day, computed_at_ms) IN (SELECT repo, "
+                   "day, max(computed_at_ms) FROM " + table + " GROUP BY repo, day)");
+    }
+    return n;
+  };
+  ASSERT_TRUE(testing::WaitFor([&] { return snapshot_rows() == latest_rows(); }, 60s));
+  int64_t snapshots_before = snapshot_rows();
+  ASSERT_GT(snapshots_before, 0);
+
+  uint16_t replay = s.Start(2, prune_fast);
   ASSERT_NE(replay, 0) << ReadFile(s.Log(2));
   auto deadline = std::chrono::steady_clock::now() + 90s;
   while (std::chrono::steady_clock::now() < deadline &&
@@ -514,6 +532,47 @@ TEST(StatsIt, FillsEveryTableAndAReplayChangesNoQueryResult) {
   auto after = s.RunAllQueries(t.repo);
   ASSERT_EQ(after.size(), before.size());
   for (const auto& [name, result] : before) EXPECT_EQ(after[name], result) << name;
+  // The replay recomputed every window: the superseded snapshots go, so
+  // the tables hold what they held before, not a second copy (issue 15).
+  EXPECT_TRUE(testing::WaitFor([&] { return snapshot_rows() == latest_rows(); }, 60s))
+      << snapshot_rows() << " snapshot rows, " << latest_rows() << " of the latest computations";
+  EXPECT_EQ(snapshot_rows(), snapshots_before);
+  EXPECT_GE(testing::MetricValue(port, "relay_stats_snapshot_prunes_total") +
+                testing::MetricValue(replay, "relay_stats_snapshot_prunes_total"),
+            2);
+}
+
+// Issue 15, item 8: a test report uploaded again after UTC midnight (a
+// retry after a 503) is the same rows, not a second set: its rows are
+// placed by the report's stable time, not the upload's wall clock.
+TEST(StatsIt, ATestReportUploadedAgainAfterMidnightLandsOnce) {
+  StatsStack s("midnight");
+  s.Migrate();
+  int64_t day_ms = 86'400'000, today = NowMs() / day_ms * day_ms;
+  auto upload = [&](int64_t uploaded_at) {
+    v1::TestReportBatch b;
+    b.set_upload_id("midnight-upload");
+    b.set_job_id("midnight-job");
+    b.set_repo("midnight/accel");
+    b.set_uploaded_at_unix_ms(uploaded_at);
+    b.set_report_time_unix_ms(today - 60'000);  // the dispatch, a minute before midnight
+    b.set_batches(1);
+    b.set_last(true);
+    for (int i = 0; i < 5; ++i) {
+      auto* c = b.add_cases();
+      c->set_file("test_m.py");
+      c->set_name("t" + std::to_string(i));
+      c->set_duration_s(1);
+      c->set_outcome("passed");
+    }
+    return b.SerializeAsString();
+  };
+  s.Produce("ci.test_reports", {{"midnight-job", upload(today - 1'000)}});   // 23:59:59
+  s.Produce("ci.test_reports", {{"midnight-job", upload(today + 1'000)}});   // 00:00:01, the retry
+  ASSERT_NE(s.Start(1), 0) << ReadFile(s.Log(1));
+  EXPECT_EQ(s.WaitCount("SELECT count() FROM test_results WHERE upload_id = 'midnight-upload'", 10), 10);
+  EXPECT_EQ(s.Count("SELECT count() FROM test_results FINAL WHERE upload_id = 'midnight-upload'"), 5);
+  EXPECT_EQ(s.Count("SELECT uniqExact(day) FROM test_results WHERE upload_id = 'midnight-upload'"), 1);
 }
 
 TEST(StatsIt, ClickHouseStoppedMidIngestionLosesAndDuplicatesNothing) {

@@ -461,7 +461,9 @@ class CollectorService final : public service::Service {
       return Refuse(400, "bad_body", "delivery_id of a " + event + " report must be the upstream commit sha", t.repo);
     }
     std::string token(h["X-Relay-Token"]);
-    if (auto refusal = CheckRelayToken(token, caller, t.delivery_id, self_report, nullptr)) return std::move(*refusal);
+    auth::RelayTokenClaims claims;
+    if (auto refusal = CheckRelayToken(token, caller, t.delivery_id, self_report, &claims)) return std::move(*refusal);
+    t.dispatched_at_unix_ms = claims.issued_at * 1000;
     std::string type = absl::AsciiStrToLower(std::string(h[bhttp::field::content_type]));
     std::string encoding = absl::AsciiStrToLower(std::string(h[bhttp::field::content_encoding]));
     if (type.rfind("application/json", 0) == 0) {

@@ -1,6 +1,11 @@
 #include "relay/collector/junit.h"
 
+#include <cstdio>
+#include <ctime>
+
 #include <expat.h>
+
+#include "absl/strings/ascii.h"
 
 #include <boost/json.hpp>
 #include <cstring>
@@ -57,6 +62,7 @@ class JUnitParser final : public ReportParser {
     return absl::OkStatus();
   }
   int64_t cases() const override { return cases_; }
+  int64_t timestamp_unix_ms() const override { return timestamp_ms_; }
 
  private:
   absl::Status Parse(std::string_view chunk, bool last) {
@@ -118,6 +124,9 @@ class JUnitParser final : public ReportParser {
     if (++depth_ > options_.max_depth) return Fail(absl::InvalidArgumentError("elements nested too deep"));
     if (depth_ == 1 && !Is(name, "testsuites") && !Is(name, "testsuite")) {
       return Fail(absl::InvalidArgumentError(std::string("not a JUnit report: root element <") + name + ">"));
+    }
+    if (timestamp_ms_ == 0 && (Is(name, "testsuite") || Is(name, "testsuites"))) {
+      if (const char* t = Attr(attrs, "timestamp")) timestamp_ms_ = ParseReportTimestamp(t);
     }
     if (Is(name, "testsuite")) {
       suite_files_.push_back(Field(attrs, "file"));
@@ -214,6 +223,7 @@ class JUnitParser final : public ReportParser {
   TestCase case_;
   std::vector<std::string> suite_files_;
   int64_t cases_ = 0;
+  int64_t timestamp_ms_ = 0;
 };
 
 class JsonReportParser final : public ReportParser {
@@ -233,6 +243,9 @@ class JsonReportParser final : public ReportParser {
     const boost::json::object* o = doc.if_object();
     const boost::json::value* list = o ? o->if_contains("test_cases") : nullptr;
     if (!list || !list->is_array()) return absl::InvalidArgumentError("JSON report: needs a test_cases array");
+    if (const boost::json::value* ts = o->if_contains("timestamp"); ts && ts->is_string()) {
+      timestamp_ms_ = ParseReportTimestamp(std::string_view(ts->as_string()));
+    }
     size_t index = 0;
     for (const auto& v : list->as_array()) {
       const boost::json::object* c = v.if_object();
@@ -268,15 +281,50 @@ class JsonReportParser final : public ReportParser {
     return absl::OkStatus();
   }
   int64_t cases() const override { return cases_; }
+  int64_t timestamp_unix_ms() const override { return timestamp_ms_; }
 
  private:
   ReportOptions options_;
   TestCaseSink sink_;
   boost::json::stream_parser parser_;
   int64_t cases_ = 0;
+  int64_t timestamp_ms_ = 0;
 };
 
 }  // namespace
+
+int64_t ParseReportTimestamp(std::string_view text) {
+  std::string t(text.substr(0, 64));
+  std::tm tm{};
+  int consumed = 0;
+  if (std::sscanf(t.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+                  &tm.tm_sec, &consumed) != 6 || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 ||
+      tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60) {
+    return 0;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  int64_t ms = static_cast<int64_t>(timegm(&tm)) * 1000;
+  std::string_view rest = std::string_view(t).substr(static_cast<size_t>(consumed));
+  if (!rest.empty() && rest[0] == '.') {  // a fraction: milliseconds of it
+    size_t digits = 1;
+    int64_t frac = 0, scale = 100;
+    while (digits < rest.size() && absl::ascii_isdigit(static_cast<unsigned char>(rest[digits]))) {
+      if (scale > 0) frac += (rest[digits] - '0') * scale;
+      scale /= 10;
+      ++digits;
+    }
+    ms += frac;
+    rest.remove_prefix(digits);
+  }
+  if (rest.empty() || rest == "Z") return ms;
+  int hh = 0, mm = 0;
+  if ((rest[0] == '+' || rest[0] == '-') && std::sscanf(std::string(rest.substr(1)).c_str(), "%2d:%2d", &hh, &mm) == 2) {
+    int64_t offset = (hh * 60 + mm) * 60'000;
+    return rest[0] == '+' ? ms - offset : ms + offset;
+  }
+  return 0;
+}
 
 std::unique_ptr<ReportParser> NewJUnitParser(ReportOptions options, TestCaseSink sink) {
   return std::make_unique<JUnitParser>(options, std::move(sink));

@@ -159,6 +159,12 @@ class ReportUploads::Upload final : public http::BodyStream, public std::enable_
     auto window = std::make_shared<Window>();
     const ReportSettings& s = settings_;
     int64_t now = owner_->clock_->UnixMillis();
+    // A time the same report uploaded again gets again, so its rows land on
+    // the same day whenever the retry comes.
+    int64_t report_time = target_.dispatched_at_unix_ms;
+    int64_t own = parser_ ? parser_->timestamp_unix_ms() : 0;
+    if (report_time <= 0 && own >= now - 30LL * 86'400'000 && own <= now + 86'400'000) report_time = own;
+    if (report_time <= 0) report_time = now;
     absl::Status st;
     for (int32_t seq = 0; seq < batches_ && st.ok(); ++seq) {
       v1::TestReportBatch batch;
@@ -182,6 +188,7 @@ class ReportUploads::Upload final : public http::BodyStream, public std::enable_
       batch.set_run_attempt(target_.run_attempt);
       batch.set_job_name(target_.job_name);
       batch.set_uploaded_at_unix_ms(now);
+      batch.set_report_time_unix_ms(report_time);
       batch.set_seq(seq);
       batch.set_last(seq + 1 == batches_);
       batch.set_total_cases(cases_);

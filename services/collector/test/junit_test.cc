@@ -191,5 +191,32 @@ TEST(JsonReportTest, TheJsonEquivalent) {
   EXPECT_FALSE(p.status.ok());
 }
 
+// The report's own time, which places a re-uploaded report on the same
+// day (issue 15, item 8).
+TEST(ReportTimestampTest, TheReportsOwnTimeIsReadFromEitherFormat) {
+  EXPECT_EQ(ParseReportTimestamp("2026-11-25T23:59:58"), 1795651198000);
+  EXPECT_EQ(ParseReportTimestamp("2026-11-25T23:59:58.250Z"), 1795651198250);
+  EXPECT_EQ(ParseReportTimestamp("2026-11-26T01:59:58.250+02:00"), 1795651198250);
+  EXPECT_EQ(ParseReportTimestamp("2026-11-25T21:59:58-02:00"), 1795651198000);
+  for (const char* bad : {"", "yesterday", "2026-13-01T00:00:00", "2026-11-25 10:00:00", "2026-11-25T10:00:00+xx"}) {
+    EXPECT_EQ(ParseReportTimestamp(bad), 0) << bad;
+  }
+  int64_t seen = -1;
+  auto parser = NewJUnitParser({}, [](TestCase&&) { return absl::OkStatus(); });
+  ASSERT_TRUE(parser->Feed(R"(<testsuites><testsuite name="pytest" timestamp="2026-11-25T23:59:58.250000" hostname="h">)"
+                           R"(<testcase classname="a" name="t" time="0.1"/></testsuite></testsuites>)").ok());
+  ASSERT_TRUE(parser->Finish().ok());
+  seen = parser->timestamp_unix_ms();
+  EXPECT_EQ(seen, 1795651198250);
+  auto json = NewJsonReportParser({}, [](TestCase&&) { return absl::OkStatus(); });
+  ASSERT_TRUE(json->Feed(R"({"timestamp":"2026-11-25T23:59:58Z","test_cases":[{"name":"t"}]})").ok());
+  ASSERT_TRUE(json->Finish().ok());
+  EXPECT_EQ(json->timestamp_unix_ms(), 1795651198000);
+  auto none = NewJUnitParser({}, [](TestCase&&) { return absl::OkStatus(); });
+  ASSERT_TRUE(none->Feed(R"(<testsuite name="x"><testcase name="t"/></testsuite>)").ok());
+  ASSERT_TRUE(none->Finish().ok());
+  EXPECT_EQ(none->timestamp_unix_ms(), 0);
+}
+
 }  // namespace
 }  // namespace relay::collector

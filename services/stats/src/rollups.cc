@@ -85,4 +85,12 @@ absl::StatusOr<RefreshResult> Refresh(clickhouse::Client& client, const std::fun
   return result;
 }
 
+absl::Status PruneSnapshots(clickhouse::Client& client) {
+  for (const char* statement : {"prune_test_flaky_daily", "prune_test_slowest_daily"}) {
+    auto r = Run(client, statement, {});
+    if (!r.ok()) return absl::Status(r.status().code(), absl::StrCat(statement, ": ", r.status().message()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace relay::stats

@@ -446,7 +446,11 @@ absl::Status ConvertTestReport(std::string_view value, Rows& out) {
     }
     if (c.reruns() < 0) return Invalid(absl::StrCat("test ", c.name(), ": negative reruns"));
   }
-  int64_t day = b.uploaded_at_unix_ms() / kMsPerDay;
+  // The report's stable time places it (an upload repeated after midnight
+  // is the same rows); records from before it existed carry none.
+  int64_t placed_ms = b.report_time_unix_ms() > 0 ? b.report_time_unix_ms() : b.uploaded_at_unix_ms();
+  RELAY_RETURN_IF_ERROR(CheckMs(placed_ms, "report_time_unix_ms"));
+  int64_t day = placed_ms / kMsPerDay;
   std::string repo = RepoKey(b.repo());
   auto& r = out.For(kTestResults);
   uint32_t idx = 0;

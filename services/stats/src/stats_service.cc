@@ -85,6 +85,11 @@ class StatsService final : public service::Service {
                              .Help("Rollup windows marked but not yet recomputed (after the last refresh)")
                              .Register(runtime.metrics())
                              .Add({})),
+        prunes_(prometheus::BuildCounter()
+                    .Name("relay_stats_snapshot_prunes_total")
+                    .Help("Rounds that removed superseded rows of the per-window snapshots (ClickHouse mutations)")
+                    .Register(runtime.metrics())
+                    .Add({})),
         schema_version_(prometheus::BuildGauge()
                             .Name("relay_stats_schema_version")
                             .Help("Schema migration applied in ClickHouse (readiness needs the latest)")
@@ -223,6 +228,21 @@ class StatsService final : public service::Service {
     }
     rollups_.Increment(r->windows);
     rollups_pending_.Set(static_cast<double>(r->pending + r->failed));
+    // Superseded snapshot rows, once some window was recomputed since the
+    // last prune, at most every snapshot_prune_interval (mutations rewrite
+    // parts: not once per window).
+    computed_since_prune_ += r->windows;
+    auto now = std::chrono::steady_clock::now();
+    if (computed_since_prune_ > 0 && now - last_prune_ >= settings_.snapshot_prune_interval) {
+      if (absl::Status st = PruneSnapshots(*refresher_); !st.ok()) {
+        errors_.Add({{"code", ErrorLabel(st)}, {"op", "prune"}}).Increment();
+        log::Warn("pruning superseded snapshots failed; retried next round", {{"error", std::string(st.message())}});
+      } else {
+        prunes_.Increment();
+        computed_since_prune_ = 0;
+        last_prune_ = now;
+      }
+    }
   }
 
   void CheckClickHouse() {
@@ -283,6 +303,9 @@ class StatsService final : public service::Service {
   prometheus::Gauge& lag_;
   prometheus::Counter& rollups_;
   prometheus::Gauge& rollups_pending_;
+  prometheus::Counter& prunes_;
+  int64_t computed_since_prune_ = 0;  // host task thread (RefreshRollups) only
+  std::chrono::steady_clock::time_point last_prune_{};
   prometheus::Gauge& schema_version_;
 };
 
@@ -321,6 +344,7 @@ absl::StatusOr<StatsSettings> LoadSettings(Config& config, const service::Common
   s.max_buffer_bytes = config.Bytes("stats.max_buffer_bytes", 256LL << 20, 16LL << 20, 64LL << 30);
   s.rollup_interval = config.Duration("stats.rollup_interval", 5s, 100ms, 1h);
   s.rollup_window_interval = config.Duration("stats.rollup_window_interval", 60s, 0ms, 24h);
+  s.snapshot_prune_interval = config.Duration("stats.snapshot_prune_interval", 10min, 1s, 24h);
   // Input topics (defaults: the suite's names); their DLQs are <topic>.dlq.
   for (auto [key, topic] : {std::pair{"webhooks", &s.topics.webhooks}, std::pair{"dispatches", &s.topics.dispatches},
                             std::pair{"outcomes", &s.topics.outcomes}, std::pair{"results", &s.topics.results},

@@ -98,6 +98,19 @@ TEST(Rows, TestReportGivesARowPerCaseAndMarksItsWindow) {
   ASSERT_EQ(rows.windows().size(), 1u);
   EXPECT_EQ(rows.windows().begin()->day, kNowMs / 86'400'000);
 
+  // The report's stable time places it, not the upload's: the same report
+  // uploaded again after midnight is the same rows (same day, same key).
+  b.set_report_time_unix_ms(kNowMs - 86'400'000);
+  Rows placed;
+  ASSERT_TRUE(ConvertTestReport(b.SerializeAsString(), placed).ok());
+  b.set_uploaded_at_unix_ms(kNowMs + 86'400'000);
+  Rows again;
+  ASSERT_TRUE(ConvertTestReport(b.SerializeAsString(), again).ok());
+  EXPECT_EQ(placed.windows().begin()->day, kNowMs / 86'400'000 - 1);
+  EXPECT_EQ(again.windows().begin()->day, placed.windows().begin()->day);
+  b.set_uploaded_at_unix_ms(kNowMs);
+  b.set_report_time_unix_ms(0);
+
   b.mutable_cases(1)->set_outcome("maybe");
   Rows bad;
   EXPECT_FALSE(ConvertTestReport(b.SerializeAsString(), bad).ok());

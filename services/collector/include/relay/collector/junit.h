@@ -17,8 +17,9 @@
 // DTDs are refused (no entity expansion of any kind), and depth, attribute
 // and name sizes are bounded.
 //
-// The JSON equivalent ({"test_cases": [{file, classname, name, time,
-// outcome, reruns, message}, ...]}) goes through the same sink.
+// The JSON equivalent ({"timestamp": ISO 8601 (optional), "test_cases":
+// [{file, classname, name, time, outcome, reruns, message}, ...]}) goes
+// through the same sink.
 #pragma once
 
 #include <cstdint>
@@ -62,7 +63,16 @@ class ReportParser {
   // The end of the report; an error if it ended early.
   virtual absl::Status Finish() = 0;
   virtual int64_t cases() const = 0;
+  // The report's own time: the first `timestamp` of a <testsuites> or
+  // <testsuite> (pytest, GoogleTest, Surefire write one), or the JSON
+  // report's top-level "timestamp"; ISO 8601, read as UTC without a zone.
+  // 0 when it has none (or none readable). The same bytes uploaded again
+  // give the same time: it places the report's rows on a day.
+  virtual int64_t timestamp_unix_ms() const = 0;
 };
+
+// "2026-11-25T12:00:00[.fff][Z|+hh:mm|-hh:mm]" -> unix ms; 0 if malformed.
+int64_t ParseReportTimestamp(std::string_view text);
 
 std::unique_ptr<ReportParser> NewJUnitParser(ReportOptions options, TestCaseSink sink);
 // The JSON equivalent. It is parsed whole (its size is capped by the

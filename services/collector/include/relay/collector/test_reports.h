@@ -44,6 +44,9 @@ struct ReportTarget {
   std::string job_name;
   bool json = false;  // else JUnit XML
   bool gzip = false;  // Content-Encoding: gzip
+  // The dispatch's time (its relay token's issue time), 0 without a token:
+  // the report's rows are placed on its day (TestReportBatch).
+  int64_t dispatched_at_unix_ms = 0;
 };
 
 class ReportUploads {

@@ -47,4 +47,10 @@ absl::StatusOr<RefreshResult> Refresh(clickhouse::Client& client, const std::fun
                                       int max_windows, std::chrono::milliseconds min_interval,
                                       const std::atomic<bool>* stop = nullptr);
 
+// Removes superseded computations of the per-window snapshots
+// (test_flaky_daily, test_slowest_daily): rows of a window that are not of
+// its latest computation, which is all the dashboards read. ClickHouse
+// mutations, asynchronous: the rows go once the server has applied them.
+absl::Status PruneSnapshots(clickhouse::Client& client);
+
 }  // namespace relay::stats

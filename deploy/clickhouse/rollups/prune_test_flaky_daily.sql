@@ -1,0 +1,3 @@
+-- Removes superseded computations of the flaky-test snapshots: every row of a window (day, repo) whose computation is not that window's latest. Queries read only the latest (flaky_tests.sql); without this, every recomputation (a replay, a busy day) left a full snapshot behind. A mutation (ALTER ... DELETE, asynchronous), run by relay-stats at most every stats.snapshot_prune_interval; a new computation's rows land in one insert, so the latest of a window is always whole.
+ALTER TABLE test_flaky_daily DELETE
+WHERE (repo, day, computed_at_ms) NOT IN (SELECT repo, day, max(computed_at_ms) FROM test_flaky_daily GROUP BY repo, day)
