@@ -52,6 +52,7 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 struct Pending {
   Record record;
   DeliveryCallback done;
+  std::shared_ptr<std::atomic<int64_t>> offset;  // SendReported: where the ack's offset goes
   uint64_t seq = 0;       // Send order
   SteadyTime deadline;    // first Send + delivery_timeout; holds across re-sends
   int resends = 0;
@@ -114,10 +115,21 @@ class KafkaProducer final : public Producer {
     return absl::OkStatus();
   }
 
-  void Send(Record record, DeliveryCallback done) override {
+  void Send(Record record, DeliveryCallback done) override { SendImpl(std::move(record), std::move(done), nullptr); }
+
+  void SendReported(Record record, OffsetCallback done) override {
+    auto offset = std::make_shared<std::atomic<int64_t>>(-1);
+    SendImpl(
+        std::move(record),
+        [offset, done = std::move(done)](absl::Status s) mutable { std::move(done)(std::move(s), offset->load()); },
+        offset);
+  }
+
+  void SendImpl(Record record, DeliveryCallback done, std::shared_ptr<std::atomic<int64_t>> offset) {
     auto* p = new Pending;
     p->record = std::move(record);
     p->done = std::move(done);
+    p->offset = std::move(offset);
     outstanding_.fetch_add(1);
     in_flight_.Increment();
     // The handle lock is held from the recreating_ check to the produce, so
@@ -458,6 +470,7 @@ class KafkaProducer final : public Producer {
     if (msg->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
       // An ack proves a live connection sooner than the next stats tick.
       if (self->brokers_up_.load() == 0) self->brokers_up_ = 1;
+      if (p->offset) p->offset->store(msg->offset);
       self->Complete(p, absl::OkStatus());
     } else if (Classify(msg->err) == ErrorClass::kFatal ||
                rd_kafka_fatal_error(rk, nullptr, 0) != RD_KAFKA_RESP_ERR_NO_ERROR) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <iostream>
 #include <random>
 #include <map>
 #include <set>
@@ -532,6 +533,20 @@ TEST(ReaderIT, ReadsToTheEndSeenAtTheStartAndAdminDescribesTopics) {
   EXPECT_TRUE(absl::IsNotFound((*reader)->ReadToEnd("it.no.such.topic", {}, [](const ConsumedRecord&) {
                                   return absl::OkStatus();
                                 }).status()));
+  // One record by its offset (a kept state record read back), quickly and
+  // again; past the end: NotFound.
+  for (int64_t offset : {int64_t{0}, (*end)[1] - 1, int64_t{0}}) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto at = (*reader)->ReadAt(topic, 1, offset);
+    ASSERT_TRUE(at.ok()) << at.status();
+    EXPECT_EQ(at->offset, offset);
+    EXPECT_EQ(at->partition, 1);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+    std::cout << "ReadAt " << offset << ": "
+              << std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count()
+              << " us" << std::endl;
+  }
+  EXPECT_TRUE(absl::IsNotFound((*reader)->ReadAt(topic, 1, (*end)[1]).status()));
 
   auto admin = NewKafkaAdmin(relay::testing::FixtureBootstrap(), "it-admin");
   ASSERT_TRUE(admin.ok());

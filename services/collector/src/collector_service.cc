@@ -98,6 +98,7 @@ class RepoRateLimiter {
 
 // One ci.callbacks partition this instance owns.
 struct Partition {
+  explicit Partition(Jobs::StateFetcher fetch) : jobs(std::move(fetch)) {}
   std::mutex mu;  // the consumer thread decides, the sweeper looks
   Jobs jobs;
   std::map<std::string, std::chrono::steady_clock::time_point> sweep_asked;  // job id -> when
@@ -155,7 +156,17 @@ class CollectorService final : public service::Service {
                         .Name("relay_collector_jobs")
                         .Help("Jobs held by the partitions this instance owns")
                         .Register(runtime.metrics())
-                        .Add({})) {
+                        .Add({})),
+        decided_gauge_(prometheus::BuildGauge()
+                           .Name("relay_collector_jobs_compact")
+                           .Help("Of those, decided jobs held in their compact form (the rest whole)")
+                           .Register(runtime.metrics())
+                           .Add({})),
+        state_reads_(prometheus::BuildCounter()
+                         .Name("relay_collector_state_reads_total")
+                         .Help("Decided jobs' whole states read back from collector.state (replays, late labels)")
+                         .Register(runtime.metrics())
+                         .Add({})) {
     for (const char* r : {"missing", "invalid", "other_repo", "other_delivery"}) tokens_refused_.Add({{"reason", r}});
     for (const char* r : {"requested", "timed_out"}) sweeps_.Add({{"result", r}});
   }
@@ -178,6 +189,7 @@ class CollectorService final : public service::Service {
 
     RELAY_ASSIGN_OR_RETURN(producer_, runtime.factories().producer(s.kafka, &metrics));
     RELAY_ASSIGN_OR_RETURN(reader_, runtime.factories().reader(s.kafka.bootstrap));
+    RELAY_ASSIGN_OR_RETURN(fetch_reader_, runtime.factories().reader(s.kafka.bootstrap));
     reports_ = std::make_unique<ReportUploads>(s.reports, producer_.get(), clock_, &metrics);
     // A repo's callbacks, dispatches and job state must share a partition
     // number (the same key and partitioner put a repo in the same one).
@@ -575,7 +587,14 @@ class CollectorService final : public service::Service {
       std::vector<v1::GitHubRequest> writes;
       {
         std::lock_guard lock(part->mu);
-        writes = part->jobs.CheckRunsForPullRequest(l.upstream_repo(), l.number(), lookup);
+        auto wanted = part->jobs.CheckRunsForPullRequest(l.upstream_repo(), l.number(), lookup);
+        if (!wanted.ok()) {
+          log::Warn("check runs for a late label not requested: decided jobs unreadable",
+                    {{"pr", l.upstream_repo() + "#" + std::to_string(l.number())},
+                     {"error", std::string(wanted.status().message())}});
+          continue;
+        }
+        writes = std::move(*wanted);
       }
       for (auto& w : writes) {
         std::string repo = w.repo();
@@ -595,9 +614,10 @@ class CollectorService final : public service::Service {
   // --- the owning side (consumer thread) ------------------------------------
 
   absl::Status Assigned(const std::vector<kafka::TopicPartition>& tps) {
+    int64_t now_unix = clock_->UnixMillis() / 1000;
     for (const auto& tp : tps) {
       if (tp.topic != settings_.topics.callbacks) continue;
-      auto part = std::make_shared<Partition>();
+      auto part = std::make_shared<Partition>(Fetcher(tp.partition));
       size_t restored = 0, dispatches = 0;
       auto state = reader_->ReadToEnd(settings_.topics.state, {tp.partition}, [&](const kafka::ConsumedRecord& r) {
         if (r.value.empty()) return absl::OkStatus();  // a tombstone
@@ -606,7 +626,7 @@ class CollectorService final : public service::Service {
           log::Warn("unreadable job state skipped", {{"partition", tp.partition}, {"offset", r.offset}});
           return absl::OkStatus();
         }
-        part->jobs.Restore(std::move(job));
+        part->jobs.Restore(std::move(job), r.offset, now_unix);
         ++restored;
         return absl::OkStatus();
       });
@@ -622,12 +642,30 @@ class CollectorService final : public service::Service {
       RELAY_RETURN_IF_ERROR(facts.status());
       log::Info("partition loaded", {{"partition", tp.partition},
                                      {"jobs", static_cast<int64_t>(part->jobs.jobs())},
+                                     {"decided_compact", static_cast<int64_t>(part->jobs.decided())},
                                      {"dispatches", static_cast<int64_t>(dispatches)}});
       std::lock_guard lock(parts_mu_);
       parts_[tp.partition] = std::move(part);
     }
     UpdateJobsGauge();
     return absl::OkStatus();
+  }
+
+  // Reads a decided job's whole state back from collector.state, for the
+  // rare paths that need it (a replay, a late label's check runs). Any
+  // thread: the reader is its own, behind a lock.
+  Jobs::StateFetcher Fetcher(int32_t partition) {
+    return [this, partition](int64_t offset) -> absl::StatusOr<v1::JobState> {
+      std::lock_guard lock(fetch_mu_);
+      state_reads_.Increment();
+      RELAY_ASSIGN_OR_RETURN(kafka::ConsumedRecord r, fetch_reader_->ReadAt(settings_.topics.state, partition, offset));
+      v1::JobState job;
+      if (!job.ParseFromString(r.value)) {
+        return absl::DataLossError("collector.state " + std::to_string(partition) + "@" + std::to_string(offset) +
+                                   " is not a relay.v1.JobState");
+      }
+      return job;
+    };
   }
 
   void Revoked(const std::vector<kafka::TopicPartition>& tps) {
@@ -644,13 +682,15 @@ class CollectorService final : public service::Service {
   }
 
   void UpdateJobsGauge() {
-    size_t n = 0;
+    size_t n = 0, decided = 0;
     std::lock_guard lock(parts_mu_);
     for (auto& [p, part] : parts_) {
       std::lock_guard plock(part->mu);
       n += part->jobs.jobs();
+      decided += part->jobs.decided();
     }
     jobs_gauge_.Set(static_cast<double>(n));
+    decided_gauge_.Set(static_cast<double>(decided));
   }
 
   absl::Status HandleBatch(kafka::Batch& batch) {
@@ -658,6 +698,7 @@ class CollectorService final : public service::Service {
     // labels present at start are read (the batch comes again shortly).
     if (!labels_->CaughtUp()) return absl::UnavailableError("still reading " + settings_.topics.labels);
     std::vector<kafka::Record> effects;
+    std::vector<StateWrite> stored;           // which of them are job states
     std::vector<kafka::Record> answers;       // for callers waiting at other instances
     std::vector<v1::CallbackDecision> local;  // for callers waiting here
     int64_t now_ms = clock_->UnixMillis();
@@ -685,9 +726,14 @@ class CollectorService final : public service::Service {
       Decision d;
       {
         std::lock_guard lock(part->mu);
-        d = part->jobs.Apply(req, now_ms, labels);
+        auto decided = part->jobs.Apply(req, now_ms, labels);
+        // A decided job's state could not be read back: the batch comes
+        // again (nothing of it was made durable yet).
+        if (!decided.ok()) return decided.status();
+        d = std::move(*decided);
       }
       if (d.job) {
+        stored.push_back(StateWrite{rec.partition, d.job_id, d.job->version(), effects.size()});
         effects.push_back(Rec(settings_.topics.state, "j|" + d.job_id, *d.job, req.delivery_id(), rec.partition));
       }
       if (d.result) effects.push_back(Rec(settings_.topics.results, d.job_id, *d.result, req.delivery_id()));
@@ -718,7 +764,14 @@ class CollectorService final : public service::Service {
     // The state and its effects are durable before anyone hears the
     // decision; if any of them fails the batch comes again, and what was
     // accepted is then a replay that writes the same records again.
-    RELAY_RETURN_IF_ERROR(SendAll(std::move(effects)));
+    RELAY_ASSIGN_OR_RETURN(std::vector<int64_t> offsets, SendAll(std::move(effects)));
+    // Durable: decided jobs keep only their compact form from here on.
+    for (const auto& w : stored) {
+      if (auto owner = Part(w.partition)) {
+        std::lock_guard lock(owner->mu);
+        owner->jobs.Stored(w.job_id, w.version, offsets[w.index]);
+      }
+    }
     for (const auto& d : local) Decided(d);
     for (auto& a : answers) {
       producer_->Send(std::move(a), [](absl::Status st) {
@@ -729,20 +782,32 @@ class CollectorService final : public service::Service {
     return absl::OkStatus();
   }
 
-  absl::Status SendAll(std::vector<kafka::Record> records) {
-    if (records.empty()) return absl::OkStatus();
+  // A job state written in a batch: records[index] of SendAll.
+  struct StateWrite {
+    int32_t partition;
+    std::string job_id;
+    int32_t version;
+    size_t index;
+  };
+
+  // Sends every record and waits for all acks; the offset each got.
+  absl::StatusOr<std::vector<int64_t>> SendAll(std::vector<kafka::Record> records) {
+    if (records.empty()) return std::vector<int64_t>{};
     struct Acks {
       std::mutex mu;
       std::condition_variable cv;
       size_t left;
       absl::Status first = absl::OkStatus();
+      std::vector<int64_t> offsets;
     };
     auto acks = std::make_shared<Acks>();
     acks->left = records.size();
-    for (auto& r : records) {
-      producer_->Send(std::move(r), [acks](absl::Status st) {
+    acks->offsets.assign(records.size(), -1);
+    for (size_t i = 0; i < records.size(); ++i) {
+      producer_->SendReported(std::move(records[i]), [acks, i](absl::Status st, int64_t offset) {
         std::lock_guard lock(acks->mu);
         if (!st.ok() && acks->first.ok()) acks->first = st;
+        acks->offsets[i] = offset;
         if (--acks->left == 0) acks->cv.notify_all();
       });
     }
@@ -752,7 +817,8 @@ class CollectorService final : public service::Service {
     if (!acks->cv.wait_for(lock, settings_.kafka.delivery_timeout * 3 + 1s, [&] { return acks->left == 0; })) {
       return absl::UnavailableError("job state or results not acknowledged in time");
     }
-    return acks->first;
+    if (!acks->first.ok()) return acks->first;
+    return acks->offsets;
   }
 
   // Jobs in progress past the zombie timeout are timed out through the
@@ -813,6 +879,8 @@ class CollectorService final : public service::Service {
   std::unique_ptr<auth::OidcVerifier> oidc_;
   std::unique_ptr<kafka::Producer> producer_;
   std::unique_ptr<kafka::TopicReader> reader_;  // consumer thread only (assignments)
+  std::mutex fetch_mu_;
+  std::unique_ptr<kafka::TopicReader> fetch_reader_;  // decided jobs read back (Fetcher)
   std::unique_ptr<kafka::Consumer> consumer_;
   std::unique_ptr<kafka::Follower> decisions_;
   std::unique_ptr<kafka::Follower> labels_;
@@ -838,6 +906,8 @@ class CollectorService final : public service::Service {
   int64_t jwks_seen_ok_ = 0, jwks_seen_failed_ = 0;
   prometheus::Family<prometheus::Counter>& sweeps_;
   prometheus::Gauge& jobs_gauge_;
+  prometheus::Gauge& decided_gauge_;
+  prometheus::Counter& state_reads_;
 };
 
 }  // namespace

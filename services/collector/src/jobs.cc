@@ -1,6 +1,10 @@
 #include "relay/collector/jobs.h"
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "relay/base/status.h"
+#include "relay/github/webhook_signature.h"
 #include "relay/collector/callback.h"
 #include "relay/github/check_runs.h"
 
@@ -10,6 +14,17 @@ namespace {
 constexpr char kInProgress[] = "in_progress";
 constexpr char kCompleted[] = "completed";
 constexpr int64_t kTokenGraceSeconds = 300;
+// The conclusions callback.cc accepts, by index (DecidedJob::conclusion).
+constexpr const char* kConclusions[] = {"success", "failure", "cancelled", "skipped", "timed_out",
+                                        "neutral", "action_required", "stale", "unknown"};
+constexpr uint8_t kUnknownConclusion = 8;
+
+uint8_t ConclusionIndex(const std::string& c) {
+  for (uint8_t i = 0; i < kUnknownConclusion; ++i) {
+    if (c == kConclusions[i]) return i;
+  }
+  return kUnknownConclusion;
+}
 
 std::string Lower(std::string_view s) { return absl::AsciiStrToLower(std::string(s)); }
 
@@ -45,12 +60,68 @@ void Jobs::AddDispatch(const v1::DispatchRecord& d) {
   dispatches_.try_emplace({repo, d.delivery_id()}, std::move(fact));
 }
 
-void Jobs::Restore(v1::JobState job) {
+void Jobs::Restore(v1::JobState job, int64_t offset, int64_t now_unix) {
   for (const auto& a : job.accepted()) {
+    if (a.token_expires_at_unix() + kTokenGraceSeconds < now_unix) continue;  // can no longer verify
     tokens_[a.token_id()] = UsedToken{job.job_id(), a.body_sha256(), a.token_expires_at_unix()};
   }
+  if (job.state() == kCompleted && offset >= 0) {
+    jobs_.erase(job.job_id());
+    Compact(job, offset);
+    return;
+  }
+  decided_.erase(KeyOf(job.job_id()));
   std::string id = job.job_id();
   jobs_[id] = std::move(job);
+}
+
+void Jobs::Stored(const std::string& job_id, int32_t version, int64_t offset) {
+  if (offset < 0) return;
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end() || it->second.state() != kCompleted || it->second.version() != version) return;
+  Compact(it->second, offset);
+  jobs_.erase(it);
+}
+
+Jobs::JobKey Jobs::KeyOf(const std::string& job_id) {
+  JobKey key{};
+  // Job ids are hex SHA-256 (callback.h JobId): the first 16 bytes of it.
+  if (job_id.size() >= 32 && absl::c_all_of(job_id.substr(0, 32), [](char c) { return absl::ascii_isxdigit(c); })) {
+    std::string raw = absl::HexStringToBytes(job_id.substr(0, 32));
+    std::memcpy(key.data(), raw.data(), key.size());
+    return key;
+  }
+  auto digest = github::Sha256(job_id);
+  std::memcpy(key.data(), digest.data(), key.size());
+  return key;
+}
+
+uint32_t Jobs::PrKey(const std::string& upstream_repo, int64_t pr_number) {
+  if (pr_number <= 0 || upstream_repo.empty()) return 0;
+  auto digest = github::Sha256(Lower(upstream_repo) + "#" + std::to_string(pr_number));
+  uint32_t k;
+  std::memcpy(&k, digest.data(), sizeof k);
+  return k == 0 ? 1 : k;
+}
+
+void Jobs::Compact(const v1::JobState& job, int64_t offset) {
+  DecidedJob d;
+  d.state_offset = offset;
+  d.completed_s = static_cast<uint32_t>(std::max<int64_t>(0, job.completed_at_unix_ms() / 1000));
+  d.pr_key = PrKey(job.upstream_repo(), job.pr_number());
+  d.version = job.version();
+  d.conclusion = ConclusionIndex(job.conclusion());
+  decided_[KeyOf(job.job_id())] = d;
+}
+
+absl::StatusOr<v1::JobState> Jobs::Whole(const JobKey& key, const DecidedJob& d) const {
+  if (!fetch_) return absl::FailedPreconditionError("no way to read a decided job's state back");
+  RELAY_ASSIGN_OR_RETURN(v1::JobState job, fetch_(d.state_offset));
+  if (KeyOf(job.job_id()) != key || job.version() != d.version) {
+    return absl::DataLossError("collector.state at offset " + std::to_string(d.state_offset) +
+                               " is not the decided job's last state");
+  }
+  return job;
 }
 
 const v1::JobState* Jobs::Find(const std::string& job_id) const {
@@ -70,13 +141,13 @@ const v1::DispatchFact* Jobs::FindDispatch(const std::string& repo, const std::s
   return it == dispatches_.end() ? nullptr : &it->second;
 }
 
-Decision Jobs::Refuse(int status, std::string reason, const std::string& job_id, const v1::JobState* job) const {
+Decision Jobs::Refuse(int status, std::string reason, const std::string& job_id, const std::string& state) const {
   Decision d;
   d.http_status = status;
   d.outcome = "refused";
   d.reason = std::move(reason);
   d.job_id = job_id;
-  d.state = job ? job->state() : "";
+  d.state = state;
   return d;
 }
 
@@ -195,11 +266,12 @@ Decision Jobs::Accept(v1::JobState job, const v1::CallbackRequest& request, cons
     *job.mutable_last() = request;
   }
   std::string id = job.job_id();
+  decided_.erase(KeyOf(id));
   auto& stored = jobs_[id] = std::move(job);
   return Effects(stored, labels, "accepted");
 }
 
-Decision Jobs::Apply(const v1::CallbackRequest& req, int64_t now_ms, const LabelLookup& labels) {
+absl::StatusOr<Decision> Jobs::Apply(const v1::CallbackRequest& req, int64_t now_ms, const LabelLookup& labels) {
   if (req.sweep()) {
     // The sweeper's request names the job in delivery/repo/run/attempt/job.
     std::string id = JobId(req);
@@ -208,7 +280,7 @@ Decision Jobs::Apply(const v1::CallbackRequest& req, int64_t now_ms, const Label
       Decision d;
       d.outcome = "no_op";
       d.job_id = id;
-      d.state = it == jobs_.end() ? "" : it->second.state();
+      d.state = it != jobs_.end() ? it->second.state() : decided_.count(KeyOf(id)) ? kCompleted : "";
       return d;
     }
     v1::JobState job = it->second;
@@ -222,32 +294,40 @@ Decision Jobs::Apply(const v1::CallbackRequest& req, int64_t now_ms, const Label
   const std::string id = JobId(req);
   auto it = jobs_.find(id);
   const v1::JobState* existing = it == jobs_.end() ? nullptr : &it->second;
+  // A decided job kept compact: what refusals need is in its compact form;
+  // a replay reads its whole state back.
+  const JobKey key = KeyOf(id);
+  auto decided = existing ? decided_.end() : decided_.find(key);
+  const bool compact = decided != decided_.end();
+  const std::string state = existing ? existing->state() : compact ? kCompleted : "";
 
   // A token that carried an accepted callback: the same callback again is a
   // retry whose answer was lost; anything else is a replayed token.
   if (auto used = tokens_.find(req.token_id()); used != tokens_.end()) {
-    if (used->second.job_id == id && used->second.body_sha256 == req.body_sha256() && existing) {
-      return Effects(*existing, labels, "replayed");
+    if (used->second.job_id == id && used->second.body_sha256 == req.body_sha256() && (existing || compact)) {
+      if (existing) return Effects(*existing, labels, "replayed");
+      RELAY_ASSIGN_OR_RETURN(v1::JobState whole, Whole(key, decided->second));
+      return Effects(whole, labels, "replayed");
     }
     return Refuse(401, "this OIDC token already carried another accepted callback; mint a new one per callback", id,
-                  existing);
+                  state);
   }
 
   const v1::WorkflowReport& wf = req.workflow();
   const bool self_report = req.event_type() == "nightly" || req.event_type() == "periodic";
   if (wf.status() == kInProgress) {
-    if (existing) {
+    if (existing || compact) {
       return Refuse(409,
-                    existing->state() == kInProgress ? "duplicate in_progress: the job is already in progress"
-                                                     : "in_progress after completed: the job cannot go backwards",
-                    id, existing);
+                    state == kInProgress ? "duplicate in_progress: the job is already in progress"
+                                         : "in_progress after completed: the job cannot go backwards",
+                    id, state);
     }
     v1::JobState job = NewJob(id, req, kInProgress);
     job.set_in_progress_at_unix_ms(req.received_at_unix_ms());
     const v1::DispatchFact* fact = FindDispatch(req.repo(), req.delivery_id());
     if (fact) SetDispatch(job, *fact);
     if (!fact && !req.relay_token_verified()) {
-      return Refuse(404, "no dispatch of delivery " + req.delivery_id() + " to " + req.repo() + " is known", id, nullptr);
+      return Refuse(404, "no dispatch of delivery " + req.delivery_id() + " to " + req.repo() + " is known", id, "");
     }
     // A re-run attempt is its own job: the dispatch was long before it
     // was queued, so it has no queue time.
@@ -267,10 +347,12 @@ Decision Jobs::Apply(const v1::CallbackRequest& req, int64_t now_ms, const Label
 
   // completed
   if (self_report) {
-    if (existing) return Refuse(409, "duplicate completed: this " + req.event_type() + " job already reported", id, existing);
+    if (existing || compact) {
+      return Refuse(409, "duplicate completed: this " + req.event_type() + " job already reported", id, state);
+    }
     auto seen = shas_.find({Lower(req.repo()), Lower(req.delivery_id())});
     if (seen == shas_.end()) {
-      return Refuse(404, "upstream commit " + req.delivery_id() + " was never dispatched to " + req.repo(), id, nullptr);
+      return Refuse(404, "upstream commit " + req.delivery_id() + " was never dispatched to " + req.repo(), id, "");
     }
     v1::JobState job = NewJob(id, req, kCompleted);
     job.set_conclusion(wf.conclusion());
@@ -281,14 +363,19 @@ Decision Jobs::Apply(const v1::CallbackRequest& req, int64_t now_ms, const Label
     job.set_completed_at_unix_ms(req.received_at_unix_ms());
     return Accept(std::move(job), req, labels);
   }
+  if (compact) {
+    return Refuse(409, std::string("duplicate completed: the job already completed (") +
+                           kConclusions[std::min(decided->second.conclusion, kUnknownConclusion)] + ")",
+                  id, state);
+  }
   if (!existing) {
     if (!FindDispatch(req.repo(), req.delivery_id()) && !req.relay_token_verified()) {
-      return Refuse(404, "no dispatch of delivery " + req.delivery_id() + " to " + req.repo() + " is known", id, nullptr);
+      return Refuse(404, "no dispatch of delivery " + req.delivery_id() + " to " + req.repo() + " is known", id, "");
     }
-    return Refuse(409, "completed without in_progress: report in_progress first", id, nullptr);
+    return Refuse(409, "completed without in_progress: report in_progress first", id, "");
   }
   if (existing->state() == kCompleted) {
-    return Refuse(409, "duplicate completed: the job already completed (" + existing->conclusion() + ")", id, existing);
+    return Refuse(409, "duplicate completed: the job already completed (" + existing->conclusion() + ")", id, state);
   }
   v1::JobState job = *existing;
   // The dispatch record may have come since in_progress (it was then taken
@@ -302,14 +389,24 @@ Decision Jobs::Apply(const v1::CallbackRequest& req, int64_t now_ms, const Label
   return Accept(std::move(job), req, labels);
 }
 
-std::vector<v1::GitHubRequest> Jobs::CheckRunsForPullRequest(const std::string& upstream_repo, int64_t pr_number,
-                                                             const LabelLookup& labels) const {
+absl::StatusOr<std::vector<v1::GitHubRequest>> Jobs::CheckRunsForPullRequest(const std::string& upstream_repo,
+                                                                             int64_t pr_number,
+                                                                             const LabelLookup& labels) const {
   std::vector<v1::GitHubRequest> out;
   std::string upstream = Lower(upstream_repo);
-  for (const auto& [id, job] : jobs_) {
-    if (job.pr_number() != pr_number || Lower(job.upstream_repo()) != upstream) continue;
-    if (!WantsCheckRuns(job, labels)) continue;
+  auto add = [&](const v1::JobState& job) {
+    if (job.pr_number() != pr_number || Lower(job.upstream_repo()) != upstream) return;
+    if (!WantsCheckRuns(job, labels)) return;
     if (auto req = CheckRunFor(job)) out.push_back(std::move(*req));
+  };
+  for (const auto& [id, job] : jobs_) add(job);
+  // Decided jobs of the PR (by the key of it; a collision is weeded out by
+  // the whole state): read back, then the same rule.
+  uint32_t pr = PrKey(upstream_repo, pr_number);
+  for (const auto& [key, d] : decided_) {
+    if (pr == 0 || d.pr_key != pr) continue;
+    RELAY_ASSIGN_OR_RETURN(v1::JobState job, Whole(key, d));
+    add(job);
   }
   return out;
 }
@@ -340,6 +437,7 @@ void Jobs::Prune(int64_t cutoff_ms, int64_t now_unix) {
     int64_t last = std::max(it->second.in_progress_at_unix_ms(), it->second.completed_at_unix_ms());
     it = last < cutoff_ms ? jobs_.erase(it) : std::next(it);
   }
+  absl::erase_if(decided_, [&](const auto& kv) { return static_cast<int64_t>(kv.second.completed_s) * 1000 < cutoff_ms; });
 }
 
 }  // namespace relay::collector

@@ -39,6 +39,13 @@ class Producer {
   // Takes ownership of `record`. A failure to enqueue (local queue full,
   // producer closing) is reported through `done` too, never thrown.
   virtual void Send(Record record, DeliveryCallback done) = 0;
+  // As Send, and the callback also gets the offset the broker gave the
+  // record (-1 when it failed, or when this producer cannot tell: the
+  // default, which the transactional producer keeps).
+  using OffsetCallback = absl::AnyInvocable<void(absl::Status, int64_t offset) &&>;
+  virtual void SendReported(Record record, OffsetCallback done) {
+    Send(std::move(record), [done = std::move(done)](absl::Status s) mutable { std::move(done)(std::move(s), -1); });
+  }
   // Waits until every record sent so far has had its callback, or timeout.
   virtual absl::Status Flush(std::chrono::milliseconds timeout) = 0;
   // False while no broker connection is up (for /readyz).

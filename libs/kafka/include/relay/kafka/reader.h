@@ -35,6 +35,11 @@ class TopicReader {
   virtual absl::StatusOr<std::map<int32_t, int64_t>> ReadToEnd(const std::string& topic,
                                                                const std::vector<int32_t>& partitions,
                                                                ReadCallback callback) = 0;
+  // The record at `offset` of one partition (a state record whose offset
+  // was kept, fetched again when its full form is needed). NotFound when
+  // there is none there any more (compacted away: a later record of its
+  // key exists) or past the end; Unavailable / DeadlineExceeded otherwise.
+  virtual absl::StatusOr<ConsumedRecord> ReadAt(const std::string& topic, int32_t partition, int64_t offset) = 0;
 };
 
 struct ReaderOptions {

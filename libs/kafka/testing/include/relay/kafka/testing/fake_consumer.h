@@ -6,6 +6,8 @@
 // once (the real one commits within commit_interval and on revoke/close).
 #pragma once
 
+#include <atomic>
+
 #include <memory>
 
 #include "prometheus/registry.h"
@@ -27,9 +29,19 @@ class FakeTopicReader final : public TopicReader {
   absl::StatusOr<std::map<int32_t, int64_t>> ReadToEnd(const std::string& topic,
                                                        const std::vector<int32_t>& partitions,
                                                        ReadCallback callback) override;
+  absl::StatusOr<ConsumedRecord> ReadAt(const std::string& topic, int32_t partition, int64_t offset) override {
+    auto records = broker_->Read(topic, partition, offset, 1);
+    if (records.empty() || records[0].offset != offset) {
+      return absl::NotFoundError(topic + "/" + std::to_string(partition) + " has no record at " + std::to_string(offset));
+    }
+    ++reads_at_;
+    return records[0];
+  }
+  int64_t reads_at() const { return reads_at_.load(); }
 
  private:
   const FakeBroker* broker_;
+  std::atomic<int64_t> reads_at_{0};
 };
 
 // Follows `options.topic` on `broker` (which must outlive it) as the real

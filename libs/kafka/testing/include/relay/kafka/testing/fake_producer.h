@@ -7,6 +7,7 @@
 #include <atomic>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -20,7 +21,16 @@ class FakeProducer final : public Producer {
   enum class Mode { kAuto, kManual };
   explicit FakeProducer(Mode mode = Mode::kAuto, FakeBroker* broker = nullptr) : mode_(mode), broker_(broker) {}
 
-  void Send(Record record, DeliveryCallback done) override {
+  void Send(Record record, DeliveryCallback done) override { SendImpl(std::move(record), std::move(done), nullptr); }
+  // With a broker, the offset it gave the record (-1 without one).
+  void SendReported(Record record, OffsetCallback done) override {
+    auto offset = std::make_shared<int64_t>(-1);
+    SendImpl(
+        std::move(record),
+        [offset, done = std::move(done)](absl::Status s) mutable { std::move(done)(std::move(s), *offset); }, offset);
+  }
+
+  void SendImpl(Record record, DeliveryCallback done, std::shared_ptr<int64_t> offset) {
     std::unique_lock lock(mu_);
     sent_.push_back(record);
     if (mode_ == Mode::kAuto) {
@@ -36,24 +46,24 @@ class FakeProducer final : public Producer {
       // Payloads (kafka::FencedError's mark) are copied too.
       set.ForEachPayload([&s](absl::string_view url, const absl::Cord& payload) { s.SetPayload(url, payload); });
       lock.unlock();
-      Ack(record, s, std::move(done));
+      Ack(record, s, std::move(done), offset.get());
       return;
     }
-    pending_.emplace_back(std::move(record), std::move(done));
+    pending_.push_back(Pending{std::move(record), std::move(done), std::move(offset)});
   }
   absl::Status Flush(std::chrono::milliseconds) override { return absl::OkStatus(); }
   bool Connected() const override { return connected_; }
 
   // kManual: completes the oldest pending Send with `status`; false if none.
   bool CompleteNext(absl::Status status) {
-    std::pair<Record, DeliveryCallback> next;
+    Pending next;
     {
       std::lock_guard lock(mu_);
       if (pending_.empty()) return false;
       next = std::move(pending_.front());
       pending_.pop_front();
     }
-    Ack(next.first, std::move(status), std::move(next.second));
+    Ack(next.record, std::move(status), std::move(next.done), next.offset.get());
     return true;
   }
   size_t pending() const {
@@ -77,11 +87,22 @@ class FakeProducer final : public Producer {
   void set_connected(bool c) { connected_ = c; }
 
  private:
-  void Ack(const Record& record, absl::Status status, DeliveryCallback done) {
+  struct Pending {
+    Record record;
+    DeliveryCallback done;
+    std::shared_ptr<int64_t> offset;
+  };
+  void Ack(const Record& record, absl::Status status, DeliveryCallback done, int64_t* offset) {
     if (status.ok() && broker_) {
-      absl::Status appended = record.partition >= 0 ? broker_->AppendTo(record.partition, record).status()
-                                                    : broker_->Append(record).status();
-      if (!appended.ok()) status = appended;
+      if (record.partition >= 0) {
+        auto appended = broker_->AppendTo(record.partition, record);
+        if (!appended.ok()) status = appended.status();
+        else if (offset) *offset = *appended;
+      } else {
+        auto appended = broker_->Append(record);
+        if (!appended.ok()) status = appended.status();
+        else if (offset) *offset = appended->second;
+      }
     }
     std::move(done)(std::move(status));
   }
@@ -90,7 +111,7 @@ class FakeProducer final : public Producer {
   FakeBroker* broker_;
   mutable std::mutex mu_;
   std::vector<Record> sent_;
-  std::deque<std::pair<Record, DeliveryCallback>> pending_;
+  std::deque<Pending> pending_;
   absl::Status auto_status_;
   std::map<std::string, absl::Status> topic_status_;
   std::atomic<bool> connected_ = true;
@@ -102,6 +123,9 @@ class BorrowedProducer final : public Producer {
  public:
   explicit BorrowedProducer(Producer* target) : target_(target) {}
   void Send(Record record, DeliveryCallback done) override { target_->Send(std::move(record), std::move(done)); }
+  void SendReported(Record record, OffsetCallback done) override {
+    target_->SendReported(std::move(record), std::move(done));
+  }
   absl::Status Flush(std::chrono::milliseconds timeout) override { return target_->Flush(timeout); }
   bool Connected() const override { return target_->Connected(); }
 
