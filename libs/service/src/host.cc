@@ -33,7 +33,7 @@ const std::set<std::string>& SuiteKeys() {
       "intake.webhook_secrets_file", "intake.dedup_window", "intake.dedup_max_entries",
       // relay-dispatch
       "kafka.group_id", "kafka.session_timeout", "github.api_url", "github.app_id", "github.private_key_file", "github.max_writes_per_minute", "github.max_writes_per_hour",
-      "github.max_concurrency", "github.write_window", "github.request_timeout", "github.retry_deadline",
+      "github.max_concurrency", "github.write_window", "github.budget_topic", "github.budget_lease", "github.request_timeout", "github.retry_deadline",
       "github.ca_file", "allowlist.file", "allowlist.reload_interval", "tokens.keys_file", "tokens.ttl",
       "dispatch.upstream_repo", "dispatch.batch_records", "dispatch.batch_wait", "dispatch.revoke_wait",
       "kafka.max_poll_interval",

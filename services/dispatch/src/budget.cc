@@ -13,6 +13,27 @@ void Budget::ExpireWindowLocked(TimePoint now) const {
 
 std::optional<Budget::TimePoint> Budget::Acquire(int64_t installation, bool write) {
   std::lock_guard lock(mu_);
+  return AcquireLocked(installation, write);
+}
+
+int64_t Budget::AcquireN(int64_t installation, bool write, int64_t n, TimePoint* retry_at) {
+  std::lock_guard lock(mu_);
+  int64_t granted = 0;
+  for (; granted < n; ++granted) {
+    if (auto wait = AcquireLocked(installation, write)) {
+      if (granted == 0 && retry_at) *retry_at = *wait;
+      break;
+    }
+  }
+  return granted;
+}
+
+Budget::TimePoint Budget::paused_until() const {
+  std::lock_guard lock(mu_);
+  return paused_until_;
+}
+
+std::optional<Budget::TimePoint> Budget::AcquireLocked(int64_t installation, bool write) {
   TimePoint now = clock_->Now();
   if (now < paused_until_) return paused_until_;
   Primary& p = primary_[installation];
@@ -45,14 +66,32 @@ std::optional<Budget::TimePoint> Budget::Acquire(int64_t installation, bool writ
 
 void Budget::Observe(int64_t installation, bool write, unsigned status,
                      const std::map<std::string, std::string>& headers, bool secondary) {
+  Release(installation, write, 1, 0);
+  Learn(installation, status, headers, secondary);
+}
+
+void Budget::Release(int64_t installation, bool write, int64_t used, int64_t unused) {
   std::lock_guard lock(mu_);
   if (write) {
-    if (writes_in_flight_ > 0) --writes_in_flight_;
-    writes_.push_back(clock_->Now());
-    hour_.push_back(clock_->Now());
+    writes_in_flight_ = std::max<int64_t>(0, writes_in_flight_ - used - unused);
+    for (int64_t i = 0; i < used; ++i) {
+      writes_.push_back(clock_->Now());
+      hour_.push_back(clock_->Now());
+    }
   }
   Primary& p = primary_[installation];
-  if (p.in_flight > 0) --p.in_flight;
+  p.in_flight = std::max<int64_t>(0, p.in_flight - used - unused);
+}
+
+void Budget::Learn(int64_t installation, unsigned status, const std::map<std::string, std::string>& headers,
+                   bool secondary) {
+  std::lock_guard lock(mu_);
+  LearnLocked(installation, status, headers, secondary);
+}
+
+void Budget::LearnLocked(int64_t installation, unsigned status, const std::map<std::string, std::string>& headers,
+                         bool secondary) {
+  Primary& p = primary_[installation];
   auto header = [&](const char* name) -> std::optional<int64_t> {
     auto it = headers.find(name);
     if (it == headers.end()) return std::nullopt;

@@ -167,7 +167,16 @@ class DispatchService final : public service::Service {
     RELAY_ASSIGN_OR_RETURN(reader_, runtime.factories().reader(s.kafka.bootstrap));
     RELAY_ASSIGN_OR_RETURN(int ledger_partitions, reader_->Partitions(s.topics.ledger));
     ledger_ = std::make_unique<Ledger>(s.topics.ledger, ledger_partitions, producer_.get(), reader_.get(), clock_);
-    budget_ = std::make_unique<Budget>(s.budget, clock_);
+    // One budget for every instance: grants decided on dispatch.budget.
+    SharedBudgetOptions bo;
+    bo.bootstrap = s.kafka.bootstrap;
+    bo.topic = s.topics.budget;
+    bo.budget = s.budget;
+    bo.lease = s.budget_lease;
+    bo.hold = s.budget_lease + s.request_timeout + 10s;
+    bo.max_claim = std::max(1, s.scheduler.concurrency);
+    RELAY_ASSIGN_OR_RETURN(budget_, SharedBudget::Start(bo, producer_.get(), runtime.factories().follower, clock_,
+                                                        &metrics));
     scheduler_ = std::make_unique<Scheduler>(
         s.scheduler,
         [this, client_options] {
@@ -200,6 +209,7 @@ class DispatchService final : public service::Service {
       return p->Connected() ? absl::OkStatus() : absl::UnavailableError("no broker connection");
     });
     runtime.AddReadinessCheck("consumer", [c = consumer_.get()] { return c->Health(); });
+    runtime.AddReadinessCheck("budget", [b = budget_.get()] { return b->Health(); });
     runtime.Every(s.allowlist_reload, [this] { (void)allowlist_->Refresh(); });
     runtime.Every(1s, [this] { budget_gauge_.Set(static_cast<double>(budget_->WritesLeftInWindow())); });
 
@@ -226,6 +236,9 @@ class DispatchService final : public service::Service {
     if (consumer_) consumer_->Stop();
     if (consumer_thread_.joinable()) consumer_thread_.join();
     if (scheduler_) scheduler_->Stop();
+    // No call is in progress: what this instance holds of the shared
+    // budget goes back to the others.
+    if (budget_) budget_->Close();
     // Results of the last writes are recorded from producer callbacks: let
     // them land (they chain the ledger entry), then stop the retries.
     if (producer_) (void)producer_->Flush(settings_.kafka.delivery_timeout * 3);
@@ -594,7 +607,7 @@ class DispatchService final : public service::Service {
   std::unique_ptr<kafka::Producer> producer_;
   std::unique_ptr<kafka::TopicReader> reader_;
   std::unique_ptr<Ledger> ledger_;
-  std::unique_ptr<Budget> budget_;
+  std::unique_ptr<SharedBudget> budget_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<kafka::Consumer> consumer_;
   std::thread consumer_thread_;
@@ -627,6 +640,8 @@ absl::StatusOr<DispatchSettings> LoadSettings(Config& config, const service::Com
   // see it work without waiting minutes.
   s.budget.window = config.Duration("github.write_window", 60s, 100ms, 1h);
   s.budget.max_writes_per_hour = config.Int("github.max_writes_per_hour", 500, 1, 100'000'000);
+  s.topics.budget = config.String("github.budget_topic", s.topics.budget);
+  s.budget_lease = config.Duration("github.budget_lease", 2s, 100ms, 1min);
   s.scheduler.concurrency = static_cast<int>(config.Int("github.max_concurrency", 8, 1, 256));
   s.scheduler.retry_deadline = config.Duration("github.retry_deadline", 10min, 1s, 24h);
   s.allowlist_file = config.RequiredString("allowlist.file");

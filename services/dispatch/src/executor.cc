@@ -112,7 +112,7 @@ std::string_view KindName(const v1::GitHubRequest& request) {
   return "unknown";
 }
 
-Executor::Executor(std::unique_ptr<http::Client> client, github::AppCredentials* credentials, Budget* budget,
+Executor::Executor(std::unique_ptr<http::Client> client, github::AppCredentials* credentials, CallBudget* budget,
                    const Clock* clock, IsListed listed)
     : api_(std::move(client), credentials), budget_(budget), clock_(clock), listed_(std::move(listed)) {}
 

@@ -33,6 +33,7 @@ absl::StatusOr<int64_t> FakeBroker::AppendTo(int32_t partition, const Record& re
     return absl::NotFoundError("topic " + record.topic + " has no partition " + std::to_string(partition));
   }
   auto& log = it->second[static_cast<size_t>(partition)];
+  if (timestamp_ms == 0) timestamp_ms = clock_ ? clock_->UnixMillis() : SystemClock().UnixMillis();
   ConsumedRecord r{record.topic, partition, static_cast<int64_t>(log.size()), timestamp_ms,
                    record.key, record.value, record.headers};
   log.push_back(std::move(r));

@@ -32,25 +32,48 @@ struct BudgetOptions {
   std::chrono::milliseconds secondary_pause{60'000};
 };
 
-class Budget {
+// What the executor asks before every GitHub call and tells after it. The
+// service's is SharedBudget (shared_budget.h: one budget for every
+// dispatch instance); Budget below is the rules themselves, for one
+// process.
+class CallBudget {
  public:
   using TimePoint = std::chrono::steady_clock::time_point;
-
-  Budget(BudgetOptions options, const Clock* clock) : options_(options), clock_(clock) {}
-
+  virtual ~CallBudget() = default;
   // Takes one call of `installation` (and one content-creating write when
   // `write`): nullopt when granted (it is counted), else when to ask again.
-  std::optional<TimePoint> Acquire(int64_t installation, bool write);
+  virtual std::optional<TimePoint> Acquire(int64_t installation, bool write) = 0;
   // The call granted by Acquire (with the same `write`) ended with these
   // answer headers (lower-case names; status 0 when there was no answer).
   // `secondary`: the answer was a secondary rate limit (IsSecondaryLimit).
-  void Observe(int64_t installation, bool write, unsigned status, const std::map<std::string, std::string>& headers,
-               bool secondary);
-
+  virtual void Observe(int64_t installation, bool write, unsigned status,
+                       const std::map<std::string, std::string>& headers, bool secondary) = 0;
   // For /metrics: primary calls left for an installation (-1 unknown) and
   // writes left in the current window.
-  int64_t Remaining(int64_t installation) const;
-  int64_t WritesLeftInWindow() const;
+  virtual int64_t Remaining(int64_t installation) const = 0;
+  virtual int64_t WritesLeftInWindow() const = 0;
+};
+
+class Budget final : public CallBudget {
+ public:
+  Budget(BudgetOptions options, const Clock* clock) : options_(options), clock_(clock) {}
+
+  std::optional<TimePoint> Acquire(int64_t installation, bool write) override;
+  void Observe(int64_t installation, bool write, unsigned status, const std::map<std::string, std::string>& headers,
+               bool secondary) override;
+  int64_t Remaining(int64_t installation) const override;
+  int64_t WritesLeftInWindow() const override;
+
+  // The parts SharedBudget's ledger drives: up to `n` calls granted at once
+  // (each as Acquire would), the number granted and, when 0, when to ask
+  // again in *retry_at; the end of granted calls, `used` made (their writes
+  // count in the windows from now) and `unused` never made (they leave no
+  // trace); and what an answer said of the limits.
+  int64_t AcquireN(int64_t installation, bool write, int64_t n, TimePoint* retry_at);
+  void Release(int64_t installation, bool write, int64_t used, int64_t unused);
+  void Learn(int64_t installation, unsigned status, const std::map<std::string, std::string>& headers,
+             bool secondary);
+  TimePoint paused_until() const;
 
  private:
   struct Primary {
@@ -59,6 +82,9 @@ class Budget {
     int64_t in_flight = 0;
   };
   void ExpireWindowLocked(TimePoint now) const;
+  std::optional<TimePoint> AcquireLocked(int64_t installation, bool write);
+  void LearnLocked(int64_t installation, unsigned status, const std::map<std::string, std::string>& headers,
+                   bool secondary);
 
   BudgetOptions options_;
   const Clock* clock_;

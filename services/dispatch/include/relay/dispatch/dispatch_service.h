@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "relay/base/config.h"
 #include "relay/dispatch/budget.h"
+#include "relay/dispatch/shared_budget.h"
 #include "relay/dispatch/planner.h"
 #include "relay/dispatch/scheduler.h"
 #include "relay/kafka/producer.h"
@@ -24,6 +25,7 @@ struct Topics {
   std::string outcomes = "github.outcomes";
   std::string labels = "relay.pr_labels";
   std::string ledger = "dispatch.ledger";
+  std::string budget = "dispatch.budget";  // the GitHub budget every instance shares
   std::string failed = "github.requests.dlq";  // writes that failed for good
 };
 
@@ -40,6 +42,9 @@ struct DispatchSettings {
   std::string ca_file;
   std::chrono::milliseconds request_timeout{30'000};
   BudgetOptions budget;
+  // A granted GitHub call not made within this is given back to the shared
+  // budget (shared_budget.h).
+  std::chrono::milliseconds budget_lease{2000};
   SchedulerOptions scheduler;
   std::string allowlist_file;
   std::chrono::milliseconds allowlist_reload{10'000};

@@ -49,7 +49,7 @@ class Executor {
   // repos named by check runs); empty: every repo.
   using IsListed = std::function<bool(const std::string& repo)>;
 
-  Executor(std::unique_ptr<http::Client> client, github::AppCredentials* credentials, Budget* budget,
+  Executor(std::unique_ptr<http::Client> client, github::AppCredentials* credentials, CallBudget* budget,
            const Clock* clock, IsListed listed = {});
 
   // `stop` ends budget waits early (the verdict is then transient).
@@ -67,7 +67,7 @@ class Executor {
   bool Started(Verdict* verdict);
 
   github::Api api_;
-  Budget* budget_;
+  CallBudget* budget_;
   const Clock* clock_;
   IsListed listed_;
   const BeforeWrite* before_write_ = nullptr;  // of the request in hand

@@ -14,15 +14,20 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "relay/base/clock.h"
 #include "relay/kafka/record.h"
 
 namespace relay::kafka::testing {
 
 class FakeBroker {
  public:
+  // `clock` stamps records appended without a timestamp (as a broker's
+  // LogAppendTime does); null: the system clock.
+  explicit FakeBroker(const Clock* clock = nullptr) : clock_(clock) {}
   void CreateTopic(const std::string& topic, int partitions);
   absl::StatusOr<int> Partitions(const std::string& topic) const;
-  // Appends `record` (NotFound for an unknown topic). The partition is a
+  // Appends `record` (NotFound for an unknown topic), stamped `timestamp_ms`
+  // or, when 0, the broker's clock. The partition is a
   // hash of the key, so one key stays on one partition as with librdkafka's
   // partitioner (the hash differs; tests must not rely on which partition).
   absl::StatusOr<std::pair<int32_t, int64_t>> Append(const Record& record, int64_t timestamp_ms = 0);
@@ -45,6 +50,7 @@ class FakeBroker {
   absl::Status ConsumerFatal(const std::string& group) const;
 
  private:
+  const Clock* clock_ = nullptr;
   mutable std::mutex mu_;
   mutable std::condition_variable appended_;
   uint64_t appends_ = 0;
