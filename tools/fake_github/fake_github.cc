@@ -206,6 +206,7 @@ class FakeImpl final : public FakeGitHub {
       const auto& cl = x->as_object();
       if (auto* l = cl.if_contains("per_window")) content_limit_ = l->to_number<int64_t>();
       if (auto* w = cl.if_contains("window_seconds")) content_window_ms_ = w->to_number<int64_t>() * 1000;
+      if (auto* h = cl.if_contains("per_hour")) content_hour_limit_ = h->to_number<int64_t>();
     }
     if (auto* x = o->if_contains("not_installed")) {
       not_installed_.clear();
@@ -257,7 +258,10 @@ class FakeImpl final : public FakeGitHub {
                                   {"dispatches", dispatches_},
                                   {"in_flight", in_flight_},
                                   {"breaches", json::object{{"primary", primary_breaches_},
-                                                            {"secondary", secondary_breaches_}}},
+                                                            {"secondary", secondary_breaches_},
+                                                            {"hourly", hourly_breaches_},
+                                                            {"retry_after", retry_after_breaches_}}},
+                                  {"retry_after_answers", retry_after_answers_},
                                   {"unauthorized", unauthorized_},
                                   {"reinstalls", reinstalls_},
                                   {"token_fetches", token_fetches_}}));
@@ -293,6 +297,9 @@ class FakeImpl final : public FakeGitHub {
     check_runs_.clear();
     comments_.clear();
     dispatches_ = primary_breaches_ = secondary_breaches_ = token_fetches_ = unauthorized_ = reinstalls_ = 0;
+    hourly_breaches_ = retry_after_breaches_ = retry_after_answers_ = 0;
+    hour_times_.clear();
+    retry_after_until_ = {};
     latency_ms_ = 0;
     s.Send(Json(200, json::object{{"ok", true}}));
   }
@@ -372,9 +379,22 @@ class FakeImpl final : public FakeGitHub {
       return res;
     }
     --inst.remaining;
-    // Secondary: content-creating requests per window.
+    // A write while a Retry-After the fake gave is running: GitHub holds
+    // that against the App (it may block it), whichever process sent it.
+    if (IsWrite(m) && Clock::now() < retry_after_until_) ++retry_after_breaches_;
+    // Secondary: content-creating requests per window, and per hour.
     if (IsWrite(m)) {
       auto now = Clock::now();
+      while (!hour_times_.empty() && now - hour_times_.front() >= std::chrono::hours(1)) hour_times_.pop_front();
+      if (static_cast<int64_t>(hour_times_.size()) >= content_hour_limit_) {
+        ++hourly_breaches_;
+        auto res = Message(403, "You have exceeded a secondary rate limit (content creation per hour).");
+        res.set(bhttp::field::retry_after, "60");
+        retry_after_until_ = std::max(retry_after_until_, now + std::chrono::seconds(60));
+        ++retry_after_answers_;
+        RateHeaders(res, inst);
+        return res;
+      }
       while (!content_times_.empty() &&
              now - content_times_.front() >= std::chrono::milliseconds(content_window_ms_)) {
         content_times_.pop_front();
@@ -386,16 +406,23 @@ class FakeImpl final : public FakeGitHub {
                         .count() + 1;
         auto res = Message(429, "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.");
         res.set(bhttp::field::retry_after, std::to_string(wait));
+        retry_after_until_ = std::max(retry_after_until_, now + std::chrono::seconds(wait));
+        ++retry_after_answers_;
         RateHeaders(res, inst);
         return res;
       }
       content_times_.push_back(now);
+      hour_times_.push_back(now);
     }
     // Injected faults.
     for (auto it = faults_.begin(); it != faults_.end(); ++it) {
       if ((!it->method.empty() && it->method != call->method) || !std::regex_search(call->path, it->path)) continue;
       auto res = Message(it->status, it->body.empty() ? "injected fault" : it->body);
-      if (it->retry_after >= 0) res.set(bhttp::field::retry_after, std::to_string(it->retry_after));
+      if (it->retry_after >= 0) {
+        res.set(bhttp::field::retry_after, std::to_string(it->retry_after));
+        retry_after_until_ = std::max(retry_after_until_, Clock::now() + std::chrono::seconds(it->retry_after));
+        ++retry_after_answers_;
+      }
       RateHeaders(res, inst);
       if (it->count > 0 && --it->count == 0) faults_.erase(it);
       return res;
@@ -697,6 +724,10 @@ class FakeImpl final : public FakeGitHub {
   std::map<std::string, int64_t> calls_by_endpoint_;
   int64_t dispatches_ = 0, primary_breaches_ = 0, secondary_breaches_ = 0, token_fetches_ = 0, in_flight_ = 0;
   int64_t unauthorized_ = 0, reinstalls_ = 0;  // 401s on repository calls; reinstall configs
+  int64_t content_hour_limit_ = 1'000'000'000;  // content-creating writes an hour; off unless configured
+  std::deque<Clock::time_point> hour_times_;
+  int64_t hourly_breaches_ = 0, retry_after_breaches_ = 0, retry_after_answers_ = 0;
+  Clock::time_point retry_after_until_{};     // the latest Retry-After the fake gave runs until
   int64_t next_installation_id_ = 1001;
   std::priority_queue<Due, std::vector<Due>, std::greater<Due>> due_;
   uint64_t due_seq_ = 0;

@@ -11,9 +11,11 @@
 //                   GET /repos/{o}/{r}/commits/{sha}/check-runs, GET .../check-suites/{id}/check-runs
 //   comments        GET/POST /repos/{o}/{r}/issues/{n}/comments, PATCH .../issues/comments/{id}
 //   rate limits     X-RateLimit-* per installation (primary), a content-creation ceiling per window
-//                   (secondary: 429 + Retry-After); calls past either are counted as breaches
+//                   (secondary: 429 + Retry-After) and per hour (403 + Retry-After); calls past any
+//                   are counted as breaches, and so are writes that arrive while a Retry-After the
+//                   fake gave still runs (breaches.retry_after)
 //   control         POST /_fake/config {latency_ms, token_ttl_seconds, rate_limit: {limit,
-//                   window_seconds}, content_limit: {per_window, window_seconds}, not_installed:
+//                   window_seconds}, content_limit: {per_window, window_seconds, per_hour}, not_installed:
 //                   [repo] (lookups and calls answer 404), reinstall: true (every installation
 //                   gets a new id: old tokens answer 401, their exchanges 404), running_runs: [id]},
 //                   POST /_fake/faults {path regex, status, method, count, retry_after, message},
