@@ -301,9 +301,13 @@ void LoopConsumer::SetAssignHealth(absl::Status status) {
 
 absl::Status LoopConsumer::Health() const {
   {
+    // Fresh statuses, not copies: a copy shares its message with the one
+    // kept here, and its reference count lives in the uninstrumented absl
+    // library, so TSan would see the loop replacing the kept one as a race
+    // with the caller reading the copy.
     std::lock_guard lock(health_mu_);
-    if (!health_.ok()) return health_;
-    if (!assign_health_.ok()) return assign_health_;
+    if (!health_.ok()) return absl::Status(health_.code(), health_.message());
+    if (!assign_health_.ok()) return absl::Status(assign_health_.code(), assign_health_.message());
   }
   return source_->Degraded();
 }
