@@ -493,18 +493,21 @@ TEST_F(CollectorIT, TheSweeperTimesAZombieOutOnce) {
   auto [repo, port, delivery, token] = s.StartWithOneDispatch("be", {{"RELAY_COLLECTOR_ZOMBIE_TIMEOUT", "2s"}, {"RELAY_COLLECTOR_SWEEP_INTERVAL", "300ms"}});
   ASSERT_NE(port, 0) << s.Log(1);
   ASSERT_EQ(Post(port, s.Oidc(repo), Body(delivery, token, "in_progress", "stuck")).status, 200);
-  auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (Metric(port, "relay_collector_sweeps_total{result=\"timed_out\"}") < 1 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(200ms);
-  }
-  std::this_thread::sleep_for(2s);  // more sweeps pass
-  // (The metric counts more: this group also owns the state earlier tests
-  // left in progress in collector.state, and times those out too.)
+  // Wait for this job's own timed-out result: the sweep metric is no signal
+  // for it, since this group also owns what earlier tests left in progress in
+  // collector.state and times those out too (on TSan, before "stuck" is due).
+  auto timed_out = [&] {
+    return Read<v1::JobResult>("ci.results", [&](const v1::JobResult& r) {
+      return r.trusted().delivery_id() == delivery && r.trusted().status() == "completed";
+    });
+  };
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (timed_out().empty() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(300ms);
+  EXPECT_GE(Metric(port, "relay_collector_sweeps_total{result=\"timed_out\"}"), 1);
+  std::this_thread::sleep_for(1s);  // more sweeps pass
   auto late = Post(port, s.Oidc(repo), Body(delivery, token, "completed", "stuck"));
   EXPECT_EQ(late.status, 409) << late.body;
-  auto results = Read<v1::JobResult>("ci.results", [&](const v1::JobResult& r) {
-    return r.trusted().delivery_id() == delivery && r.trusted().status() == "completed";
-  });
+  auto results = timed_out();
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].reported().conclusion(), "timed_out");
   EXPECT_TRUE(results[0].trusted().timed_out_by_sweeper());
