@@ -200,8 +200,7 @@ class ReportUploads::Upload final : public http::BodyStream, public std::enable_
         ++window->in_flight;
       }
       owner_->producer_->Send(
-          kafka::Record{s.topic, job_id_, batch.SerializeAsString(),
-                        {{"relay-schema", "relay.v1.TestReportBatch"}, {"relay-delivery-id", target_.delivery_id}}},
+          kafka::MessageRecord(s.topic, job_id_, batch, target_.delivery_id),
           [window](absl::Status result) {
             std::lock_guard lock(window->mu);
             if (!result.ok() && window->first.ok()) window->first = result;

@@ -336,9 +336,8 @@ class DispatchService final : public service::Service {
       out.requests = std::move(plan->requests);
       if (plan->labels) {
         const auto& l = *plan->labels;
-        out.labels = kafka::Record{settings_.topics.labels, l.upstream_repo() + "#" + std::to_string(l.number()),
-                                   l.SerializeAsString(),
-                                   {{"relay-schema", "relay.v1.PullRequestLabels"}, {"relay-delivery-id", l.delivery_id()}}};
+        out.labels = kafka::MessageRecord(settings_.topics.labels, l.upstream_repo() + "#" + std::to_string(l.number()), l,
+                                          l.delivery_id());
       }
       return out;
     }
@@ -468,17 +467,14 @@ class DispatchService final : public service::Service {
       r.set_token_expires_at_unix(d.token_expires_at_unix());
       r.set_slimmed(d.slimmed());
       r.set_repeated(job->repeated || result.uncertain_retry);
-      records.push_back(kafka::Record{settings_.topics.dispatches, req.repo(), r.SerializeAsString(),
-                                      {{"relay-schema", "relay.v1.DispatchRecord"},
-                                       {"relay-delivery-id", req.delivery_id()}}});
+      records.push_back(kafka::MessageRecord(settings_.topics.dispatches, req.repo(), r, req.delivery_id()));
     }
     if (!ok) {
-      records.push_back(kafka::Record{settings_.topics.failed, req.repo(), req.SerializeAsString(),
-                                      {{"relay-schema", "relay.v1.GitHubRequest"},
-                                       {"relay-delivery-id", req.delivery_id()},
-                                       {kafka::kDlqReasonHeader, result.error},
-                                       {"relay-dlq-status", std::to_string(result.http_status)},
-                                       {"relay-dlq-endpoint", result.endpoint}}});
+      kafka::Record dead = kafka::MessageRecord(settings_.topics.failed, req.repo(), req, req.delivery_id());
+      dead.headers.insert(dead.headers.end(), {{kafka::kDlqReasonHeader, result.error},
+                                               {"relay-dlq-status", std::to_string(result.http_status)},
+                                               {"relay-dlq-endpoint", result.endpoint}});
+      records.push_back(std::move(dead));
     }
     v1::GitHubOutcome outcome;
     outcome.set_request_id(req.id());
@@ -495,9 +491,7 @@ class DispatchService final : public service::Service {
     outcome.set_delivery_id(req.delivery_id());
     outcome.set_installation_id(result.installation_id);
     outcome.set_repeated(job->repeated || result.uncertain_retry);
-    records.push_back(kafka::Record{settings_.topics.outcomes, req.repo(), outcome.SerializeAsString(),
-                                    {{"relay-schema", "relay.v1.GitHubOutcome"},
-                                     {"relay-delivery-id", req.delivery_id()}}});
+    records.push_back(kafka::MessageRecord(settings_.topics.outcomes, req.repo(), outcome, req.delivery_id()));
     // Recorded off the worker (it goes on to the next call): the records
     // together, then the ledger entry last: once it says DONE, nothing
     // above is sent again.

@@ -61,9 +61,7 @@ kafka::Record Ledger::Entry(const kafka::TopicPartition& input, const v1::GitHub
   e.set_repo(request.repo());
   e.set_delivery_id(request.delivery_id());
   e.set_input_topic(input.topic);
-  return kafka::Record{topic_, request.id(), e.SerializeAsString(),
-                       {{"relay-schema", kLedgerSchema}, {"relay-delivery-id", request.delivery_id()}},
-                       LedgerPartition(input)};
+  return kafka::MessageRecord(topic_, request.id(), e, request.delivery_id(), LedgerPartition(input));
 }
 
 void Ledger::Remember(const kafka::TopicPartition& input, const std::string& id, State state) {

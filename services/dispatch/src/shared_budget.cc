@@ -1,10 +1,9 @@
 #include "relay/dispatch/shared_budget.h"
 
-#include <openssl/rand.h>
-
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "relay/base/log.h"
+#include "relay/base/random.h"
 
 namespace relay::dispatch {
 
@@ -97,9 +96,7 @@ absl::StatusOr<std::unique_ptr<SharedBudget>> SharedBudget::Start(SharedBudgetOp
                                                                  const kafka::FollowerFactory& followers,
                                                                  const Clock* clock, prometheus::Registry* metrics) {
   if (options.instance.empty()) {
-    std::string raw(8, '\0');
-    RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), static_cast<int>(raw.size()));
-    options.instance = absl::BytesToHexString(raw);
+    options.instance = RandomHex(8);
   }
   if (options.hold < options.lease * 2) {
     return absl::InvalidArgumentError("the budget's hold must be at least twice its lease");
@@ -142,8 +139,7 @@ SharedBudget::~SharedBudget() {
 void SharedBudget::Send(v1::BudgetRecord record) {
   int64_t seq = record.seq();
   bool claim = record.has_claim();
-  producer_->Send(kafka::Record{options_.topic, "budget", record.SerializeAsString(),
-                                {{"relay-schema", "relay.v1.BudgetRecord"}}, 0},
+  producer_->Send(kafka::MessageRecord(options_.topic, "budget", record, "", 0),
                   [this, seq, claim](absl::Status st) {
                     if (st.ok()) return;
                     log::Warn("budget record not written", {{"seq", seq}, {"error", std::string(st.message())}});

@@ -193,8 +193,8 @@ WebhookHandler::Validated WebhookHandler::Validate(http::Request& request) {
   // spread by delivery id.
   v.record.key = facts.repository.empty() ? v.delivery_id : facts.repository;
   v.record.value = record.SerializeAsString();
-  v.record.headers = {{"relay-schema", kWebhookSchema},
-                      {"relay-delivery-id", v.delivery_id},
+  v.record.headers = {{kafka::kSchemaHeader, kWebhookSchema},
+                      {kafka::kDeliveryHeader, v.delivery_id},
                       {"relay-event", std::string(event)}};
   return v;
 }

@@ -1,6 +1,5 @@
 #include "relay/lifecycle/controller.h"
 
-#include <openssl/rand.h>
 #include <openssl/sha.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "relay/base/log.h"
+#include "relay/base/random.h"
 #include "relay/base/status.h"
 
 namespace relay::lifecycle {
@@ -27,12 +27,6 @@ constexpr const char* kFailed = "FAILED";
 bool Ended(const v1::Cluster& c) { return c.state() == kTerminated || c.state() == kFailed; }
 bool JobActive(const v1::Job& j) { return j.state() == "PENDING" || j.state() == "RUNNING"; }
 bool NodeLive(const v1::Node& n) { return n.state() == "STARTING" || n.state() == "RUNNING"; }
-
-std::string RandomHex(size_t bytes) {
-  std::string raw(bytes, '\0');
-  RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), static_cast<int>(raw.size()));
-  return absl::BytesToHexString(raw);
-}
 
 // A stable id for an idempotent request: the same team and request id give
 // the same cluster or job.

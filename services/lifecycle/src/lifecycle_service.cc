@@ -1,6 +1,5 @@
 #include "relay/lifecycle/lifecycle_service.h"
 
-#include <openssl/rand.h>
 #include <unistd.h>
 
 #include <mutex>
@@ -10,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "relay/base/log.h"
+#include "relay/base/random.h"
 #include "relay/base/status.h"
 #include "relay/lifecycle/leader.h"
 #include "relay/lifecycle/kubernetes_provider.h"
@@ -88,11 +88,9 @@ class LifecycleService final : public service::Service {
     lo.group_id = s_.group_id;
     lo.session_timeout = s_.leader_session_timeout;
     lo.heartbeat_interval = std::max<std::chrono::milliseconds>(s_.leader_session_timeout / 6, 100ms);
-    std::string nonce(4, '\0');
-    RAND_bytes(reinterpret_cast<unsigned char*>(nonce.data()), 4);
     char host[256] = {0};
     ::gethostname(host, sizeof host - 1);
-    lo.instance = absl::StrCat(host, ":", ::getpid(), ":", absl::BytesToHexString(nonce));
+    lo.instance = absl::StrCat(host, ":", ::getpid(), ":", RandomHex(4));
     // The leader's writer: a transactional producer of one fixed id per
     // installation (its election group), made at every takeover. Making it
     // fences the previous leader's at the broker, so a deposed leader that

@@ -18,7 +18,6 @@
 #include <sstream>
 
 #include <netinet/in.h>
-#include <openssl/rand.h>
 #include <sys/socket.h>
 
 #include <boost/json.hpp>
@@ -30,6 +29,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "relay/base/log.h"
+#include "relay/base/random.h"
 #include "relay/base/status.h"
 #include "relay/http/client.h"
 
@@ -113,9 +113,7 @@ absl::StatusOr<std::string> InstallationId(const std::string& state_dir) {
   std::string path = state_dir + "/installation-id";
   std::string id(absl::StripAsciiWhitespace(ReadSmallFile(path)));
   if (!id.empty()) return id;
-  std::string raw(8, '\0');
-  RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), static_cast<int>(raw.size()));
-  id = absl::BytesToHexString(raw);
+  id = RandomHex(8);
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   std::ofstream(tmp) << id << "\n";
   // link(2) fails when another instance of the installation made it first:
@@ -295,9 +293,7 @@ class LocalProvider final : public NodeProvider {
       data["uid"] = std::to_string(uid);
     }
     if (cluster.spec().kind() == "ray" && !cluster.secrets().count("ray_token")) {
-      std::string raw(24, '\0');
-      RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), static_cast<int>(raw.size()));
-      (*cluster.mutable_secrets())["ray_token"] = absl::BytesToHexString(raw);
+      (*cluster.mutable_secrets())["ray_token"] = RandomHex(24);
       RELAY_ASSIGN_OR_RETURN(int gcs, FreePort());
       RELAY_ASSIGN_OR_RETURN(int dashboard, FreePort());
       RELAY_ASSIGN_OR_RETURN(int client, FreePort());

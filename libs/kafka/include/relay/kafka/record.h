@@ -25,6 +25,22 @@ struct Record {
   int32_t partition = -1;
 };
 
+// Header names every relay record carries.
+inline constexpr char kSchemaHeader[] = "relay-schema";          // the protobuf message's full name
+inline constexpr char kDeliveryHeader[] = "relay-delivery-id";  // the webhook delivery it stems from
+
+// A record of a protobuf `message` with relay's headers (the delivery header
+// only when `delivery_id` is set). A template so this library needs no
+// protobuf: any generated message type fits.
+template <typename Message>
+Record MessageRecord(std::string topic, std::string key, const Message& message, const std::string& delivery_id = "",
+                     int32_t partition = -1) {
+  Record r{std::move(topic), std::move(key), message.SerializeAsString(),
+           {{kSchemaHeader, std::string(message.GetDescriptor()->full_name())}}, partition};
+  if (!delivery_id.empty()) r.headers.push_back({kDeliveryHeader, delivery_id});
+  return r;
+}
+
 struct TopicPartition {
   std::string topic;
   int32_t partition = 0;
