@@ -8,6 +8,7 @@
 
 #include "prometheus/counter.h"
 #include "relay/base/log.h"
+#include "relay/lifecycle/cluster_state.h"
 #include "relay/v1/lifecycle.grpc.pb.h"
 
 namespace relay::lifecycle {
@@ -83,7 +84,7 @@ class Service final : public v1::LifecycleApi::Service {
         const v1::Cluster& c = **next;
         seen = c.version();
         if (!writer->Write(c)) return absl::CancelledError("the watcher went away");
-        if (c.state() == "TERMINATED" || c.state() == "FAILED") return absl::OkStatus();
+        if (Ended(c)) return absl::OkStatus();
       }
       return absl::CancelledError("cancelled by the caller");
     });
