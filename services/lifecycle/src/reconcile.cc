@@ -98,12 +98,26 @@ void Controller::AddUsage(v1::Cluster& c, int64_t until_ms, std::vector<v1::Clus
 }
 
 bool Controller::Reconcile(v1::Cluster& c, std::vector<v1::ClusterEvent>& events) {
-  const int64_t now = clock_->UnixMillis();
   const int64_t before_version = c.version();
-  bool changed = false;
-  const bool durable = !pending_.count(c.id());
+  Pass p{c, events, clock_->UnixMillis(), !pending_.count(c.id())};
+  ObserveNodes(p);
+  ObserveJobs(p);
+  if (c.state() != kTerminating) DecideEnd(p);
+  if (c.state() == kTerminating) {
+    TearDown(p);
+    return p.changed || c.version() != before_version;
+  }
+  if (!BringUp(p)) return true;
+  if (c.state() == kRunning || c.state() == kIdle) RunJobs(p);
+  return p.changed;
+}
 
-  // 1. Observe nodes and jobs.
+// 1. Nodes: exits (expected or not) and readiness, as the provider sees them.
+void Controller::ObserveNodes(Pass& p) {
+  v1::Cluster& c = p.c;
+  std::vector<v1::ClusterEvent>& events = p.events;
+  const int64_t now = p.now;
+  bool& changed = p.changed;
   for (auto& n : *c.mutable_nodes()) {
     if (n.state() != "RUNNING" && n.state() != "STOPPING") continue;
     NodeStatus s = provider_->CheckNode(c, n);
@@ -126,6 +140,14 @@ bool Controller::Reconcile(v1::Cluster& c, std::vector<v1::ClusterEvent>& events
       changed = true;
     }
   }
+}
+
+// 1. Jobs: ends, and cancellations passed on (forced after stop_grace).
+void Controller::ObserveJobs(Pass& p) {
+  v1::Cluster& c = p.c;
+  std::vector<v1::ClusterEvent>& events = p.events;
+  const int64_t now = p.now;
+  bool& changed = p.changed;
   for (auto& j : *c.mutable_jobs()) {
     if (j.state() != "RUNNING") continue;
     JobStatus s = provider_->CheckJob(c, j);
@@ -151,102 +173,119 @@ bool Controller::Reconcile(v1::Cluster& c, std::vector<v1::ClusterEvent>& events
     events.push_back(e);
     changed = true;
   }
+}
 
-  // 2. Should it go away?
-  if (c.state() != kTerminating) {
-    int unexpected = 0;
-    for (const auto& n : c.nodes()) unexpected += (n.state() == "EXITED" && n.stop_sent_at_ms() == 0) ? 1 : 0;
-    std::string why;
-    if (c.delete_requested()) {
-      why = "deleted";
-    } else if (now - c.created_at_ms() >= c.max_lifetime_ms()) {
-      why = absl::StrCat("max lifetime of ", c.max_lifetime_ms() / 1000, " s reached");
-    } else if (c.state() == kIdle && c.spec().idle_ttl_seconds() > 0 &&
-               now - c.last_active_ms() >= c.spec().idle_ttl_seconds() * 1000) {
-      why = absl::StrCat("idle for ", (now - c.last_active_ms()) / 1000, " s (idle TTL ", c.spec().idle_ttl_seconds(), " s)");
-    } else if ((c.state() == kRequested || c.state() == kProvisioning) && now - c.created_at_ms() >= o_.provision_timeout.count()) {
-      c.set_failure(absl::StrCat("provisioning did not finish within ", o_.provision_timeout.count() / 1000, " s"));
-      why = c.failure();
-    } else if (c.state() == kProvisioning && unexpected > 0) {
-      for (const auto& n : c.nodes()) {
-        if (n.state() == "EXITED" && n.stop_sent_at_ms() == 0) {
-          c.set_failure(absl::StrCat("node ", n.id(), " exited during provisioning (code ", n.exit_code(), "; log ", n.log_path(), ")"));
-        }
+// 2. Should it go away? Deleted, past its lifetime, idle past its TTL,
+// stuck provisioning, or its nodes failing: it starts TERMINATING.
+void Controller::DecideEnd(Pass& p) {
+  v1::Cluster& c = p.c;
+  std::vector<v1::ClusterEvent>& events = p.events;
+  const int64_t now = p.now;
+  bool& changed = p.changed;
+  int unexpected = 0;
+  for (const auto& n : c.nodes()) unexpected += (n.state() == "EXITED" && n.stop_sent_at_ms() == 0) ? 1 : 0;
+  std::string why;
+  if (c.delete_requested()) {
+    why = "deleted";
+  } else if (now - c.created_at_ms() >= c.max_lifetime_ms()) {
+    why = absl::StrCat("max lifetime of ", c.max_lifetime_ms() / 1000, " s reached");
+  } else if (c.state() == kIdle && c.spec().idle_ttl_seconds() > 0 &&
+             now - c.last_active_ms() >= c.spec().idle_ttl_seconds() * 1000) {
+    why = absl::StrCat("idle for ", (now - c.last_active_ms()) / 1000, " s (idle TTL ", c.spec().idle_ttl_seconds(), " s)");
+  } else if ((c.state() == kRequested || c.state() == kProvisioning) && now - c.created_at_ms() >= o_.provision_timeout.count()) {
+    c.set_failure(absl::StrCat("provisioning did not finish within ", o_.provision_timeout.count() / 1000, " s"));
+    why = c.failure();
+  } else if (c.state() == kProvisioning && unexpected > 0) {
+    for (const auto& n : c.nodes()) {
+      if (n.state() == "EXITED" && n.stop_sent_at_ms() == 0) {
+        c.set_failure(absl::StrCat("node ", n.id(), " exited during provisioning (code ", n.exit_code(), "; log ", n.log_path(), ")"));
       }
-      why = c.failure();
-    } else if (unexpected > o_.max_restarts) {
-      c.set_failure(absl::StrCat(unexpected, " unexpected node exits (more than ", o_.max_restarts, ")"));
-      why = c.failure();
     }
-    if (!why.empty()) {
-      SetState(c, kTerminating, why, events);
+    why = c.failure();
+  } else if (unexpected > o_.max_restarts) {
+    c.set_failure(absl::StrCat(unexpected, " unexpected node exits (more than ", o_.max_restarts, ")"));
+    why = c.failure();
+  }
+  if (!why.empty()) {
+    SetState(c, kTerminating, why, events);
+    changed = true;
+  }
+}
+
+// 3a. Tear down: jobs cancelled, nodes stopped (forced after stop_grace);
+// once nothing runs, cleaned up and TERMINATED (or FAILED) with its usage.
+void Controller::TearDown(Pass& p) {
+  v1::Cluster& c = p.c;
+  std::vector<v1::ClusterEvent>& events = p.events;
+  const int64_t now = p.now;
+  bool& changed = p.changed;
+  for (auto& j : *c.mutable_jobs()) {
+    if (j.state() == "PENDING") {
+      EndJob(c, j, "CANCELLED", "the cluster is terminating", now, events);
       changed = true;
+    } else if (j.state() == "RUNNING") {
+      j.set_cancel_requested(true);
+      auto [it, first] = cancel_sent_.try_emplace(j.id(), clock_->Now());
+      Note(provider_->StopJob(c, j, !first && clock_->Now() - it->second >= o_.stop_grace), "stop_job");
     }
   }
-
-  // 3a. Tear down.
-  if (c.state() == kTerminating) {
-    for (auto& j : *c.mutable_jobs()) {
-      if (j.state() == "PENDING") {
-        EndJob(c, j, "CANCELLED", "the cluster is terminating", now, events);
-        changed = true;
-      } else if (j.state() == "RUNNING") {
-        j.set_cancel_requested(true);
-        auto [it, first] = cancel_sent_.try_emplace(j.id(), clock_->Now());
-        Note(provider_->StopJob(c, j, !first && clock_->Now() - it->second >= o_.stop_grace), "stop_job");
-      }
-    }
-    bool remaining = false;
-    for (auto& n : *c.mutable_nodes()) {
-      if (n.state() == "STARTING") {
-        // Recorded, never started (or started and adopted at takeover,
-        // which made it RUNNING): nothing runs.
-        n.set_state("EXITED");
-        n.set_stopped_at_ms(now);
+  bool remaining = false;
+  for (auto& n : *c.mutable_nodes()) {
+    if (n.state() == "STARTING") {
+      // Recorded, never started (or started and adopted at takeover,
+      // which made it RUNNING): nothing runs.
+      n.set_state("EXITED");
+      n.set_stopped_at_ms(now);
+      n.set_stop_sent_at_ms(now);
+      changed = true;
+    } else if (n.state() == "RUNNING" || n.state() == "STOPPING") {
+      remaining = true;
+      if (n.stop_sent_at_ms() == 0) {
+        n.set_state("STOPPING");
         n.set_stop_sent_at_ms(now);
+        Note(provider_->StopNode(c, n, false), "stop_node");
         changed = true;
-      } else if (n.state() == "RUNNING" || n.state() == "STOPPING") {
-        remaining = true;
-        if (n.stop_sent_at_ms() == 0) {
-          n.set_state("STOPPING");
-          n.set_stop_sent_at_ms(now);
-          Note(provider_->StopNode(c, n, false), "stop_node");
-          changed = true;
-        } else if (now - n.stop_sent_at_ms() >= o_.stop_grace.count()) {
-          Note(provider_->StopNode(c, n, true), "stop_node");
-        }
+      } else if (now - n.stop_sent_at_ms() >= o_.stop_grace.count()) {
+        Note(provider_->StopNode(c, n, true), "stop_node");
       }
     }
-    if (!remaining && c.spec().kind() == "ray") {
-      // Ray jobs live inside the cluster: with every node gone, so are they.
-      for (auto& j : *c.mutable_jobs()) {
-        if (j.state() != "RUNNING") continue;
-        EndJob(c, j, "CANCELLED", "the cluster ended", now, events);
-        changed = true;
-      }
-    }
-    bool jobs_running = std::any_of(c.jobs().begin(), c.jobs().end(), [](const v1::Job& j) { return j.state() == "RUNNING"; });
-    if (!remaining && !jobs_running) {
-      if (auto st = provider_->CleanupCluster(c); !st.ok()) {
-        provider_errors_.Add({{"op", "cleanup"}}).Increment();
-        log::Warn("cluster cleanup failed", {{"cluster", c.id()}, {"error", std::string(st.message())}});
-      }
-      c.set_ended_at_ms(now);
-      SetState(c, c.failure().empty() ? kTerminated : kFailed, c.failure().empty() ? c.reason() : c.failure(), events);
-      AddUsage(c, now, events);
+  }
+  if (!remaining && c.spec().kind() == "ray") {
+    // Ray jobs live inside the cluster: with every node gone, so are they.
+    for (auto& j : *c.mutable_jobs()) {
+      if (j.state() != "RUNNING") continue;
+      EndJob(c, j, "CANCELLED", "the cluster ended", now, events);
       changed = true;
     }
-    return changed || c.version() != before_version;
   }
+  bool jobs_running = std::any_of(c.jobs().begin(), c.jobs().end(), [](const v1::Job& j) { return j.state() == "RUNNING"; });
+  if (!remaining && !jobs_running) {
+    if (auto st = provider_->CleanupCluster(c); !st.ok()) {
+      provider_errors_.Add({{"op", "cleanup"}}).Increment();
+      log::Warn("cluster cleanup failed", {{"cluster", c.id()}, {"error", std::string(st.message())}});
+    }
+    c.set_ended_at_ms(now);
+    SetState(c, c.failure().empty() ? kTerminated : kFailed, c.failure().empty() ? c.reason() : c.failure(), events);
+    AddUsage(c, now, events);
+    changed = true;
+  }
+}
 
-  // 3b. Bring it up, keep it up. New nodes are recorded first (STARTING)
-  // and started on a later pass, once that record is durable.
+// 3b. Bring it up, keep it up. New nodes are recorded first (STARTING)
+// and started on a later pass, once that record is durable. False when it
+// failed and is now TERMINATING (the pass ends there).
+bool Controller::BringUp(Pass& p) {
+  v1::Cluster& c = p.c;
+  std::vector<v1::ClusterEvent>& events = p.events;
+  const int64_t now = p.now;
+  bool& changed = p.changed;
+  const bool durable = p.durable;
   if (c.state() == kRequested) {
     if (auto st = provider_->PrepareCluster(c); !st.ok()) {
       provider_errors_.Add({{"op", "prepare"}}).Increment();
       c.set_failure("cannot prepare the cluster: " + std::string(st.message()));
       SetState(c, kTerminating, c.failure(), events);
-      return true;
+      return false;
     }
     SetState(c, kProvisioning, "", events);
     changed = true;
@@ -294,7 +333,7 @@ bool Controller::Reconcile(v1::Cluster& c, std::vector<v1::ClusterEvent>& events
       n.set_state("EXITED");
       n.set_stopped_at_ms(now);
       SetState(c, kTerminating, c.failure(), events);
-      return true;
+      return false;
     }
     n.set_state("RUNNING");
     n.set_started_at_ms(now);
@@ -317,49 +356,57 @@ bool Controller::Reconcile(v1::Cluster& c, std::vector<v1::ClusterEvent>& events
     SetState(c, kRunning, absl::StrCat("provisioned in ", now - c.created_at_ms(), " ms"), events);
     changed = true;
   }
-  if (c.state() == kRunning || c.state() == kIdle) {
-    for (auto& j : *c.mutable_jobs()) {
-      if (j.state() != "PENDING") continue;
-      if (j.cancel_requested()) {
-        EndJob(c, j, "CANCELLED", "cancelled before it started", now, events);
-        changed = true;
-        continue;
+  return true;
+}
+
+// A RUNNING or IDLE cluster: pending jobs submitted (once their record is
+// durable), RUNNING <-> IDLE as jobs come and go, and periodic usage.
+void Controller::RunJobs(Pass& p) {
+  v1::Cluster& c = p.c;
+  std::vector<v1::ClusterEvent>& events = p.events;
+  const int64_t now = p.now;
+  bool& changed = p.changed;
+  const bool durable = p.durable;
+  for (auto& j : *c.mutable_jobs()) {
+    if (j.state() != "PENDING") continue;
+    if (j.cancel_requested()) {
+      EndJob(c, j, "CANCELLED", "cancelled before it started", now, events);
+      changed = true;
+      continue;
+    }
+    if (!durable || changed) continue;  // the job's record first
+    if (auto st = provider_->SubmitJob(c, j); !st.ok()) {
+      provider_errors_.Add({{"op", "submit_job"}}).Increment();
+      if (st.code() == absl::StatusCode::kUnavailable) {
+        log::Warn("job not started yet", {{"cluster", c.id()}, {"job", j.id()}, {"error", std::string(st.message())}});
+        continue;  // transient: the next pass submits it again (idempotent by job id)
       }
-      if (!durable || changed) continue;  // the job's record first
-      if (auto st = provider_->SubmitJob(c, j); !st.ok()) {
-        provider_errors_.Add({{"op", "submit_job"}}).Increment();
-        if (st.code() == absl::StatusCode::kUnavailable) {
-          log::Warn("job not started yet", {{"cluster", c.id()}, {"job", j.id()}, {"error", std::string(st.message())}});
-          continue;  // transient: the next pass submits it again (idempotent by job id)
-        }
-        j.set_state("FAILED");
-        j.set_reason("cannot start: " + std::string(st.message()));
-        j.set_ended_at_ms(now);
-      } else {
-        j.set_state("RUNNING");
-        j.set_started_at_ms(now);
-      }
-      v1::ClusterEvent e = Event(c, "job", j.state(), "PENDING", j.reason());
-      e.set_job_id(j.id());
-      e.set_log_path(j.log_path());
-      events.push_back(e);
-      changed = true;
+      j.set_state("FAILED");
+      j.set_reason("cannot start: " + std::string(st.message()));
+      j.set_ended_at_ms(now);
+    } else {
+      j.set_state("RUNNING");
+      j.set_started_at_ms(now);
     }
-    bool active = std::any_of(c.jobs().begin(), c.jobs().end(), JobActive);
-    if (active && c.state() == kIdle) {
-      SetState(c, kRunning, "a job is active", events);
-      changed = true;
-    } else if (!active && c.state() == kRunning) {
-      c.set_last_active_ms(std::max(c.last_active_ms(), now));
-      SetState(c, kIdle, "no active job", events);
-      changed = true;
-    }
-    if (now - std::max(c.usage_until_ms(), c.created_at_ms()) >= o_.usage_interval.count()) {
-      AddUsage(c, now, events);
-      changed = true;
-    }
+    v1::ClusterEvent e = Event(c, "job", j.state(), "PENDING", j.reason());
+    e.set_job_id(j.id());
+    e.set_log_path(j.log_path());
+    events.push_back(e);
+    changed = true;
   }
-  return changed;
+  bool active = std::any_of(c.jobs().begin(), c.jobs().end(), JobActive);
+  if (active && c.state() == kIdle) {
+    SetState(c, kRunning, "a job is active", events);
+    changed = true;
+  } else if (!active && c.state() == kRunning) {
+    c.set_last_active_ms(std::max(c.last_active_ms(), now));
+    SetState(c, kIdle, "no active job", events);
+    changed = true;
+  }
+  if (now - std::max(c.usage_until_ms(), c.created_at_ms()) >= o_.usage_interval.count()) {
+    AddUsage(c, now, events);
+    changed = true;
+  }
 }
 
 void Controller::ReconcileOnce() {

@@ -144,6 +144,20 @@ class Controller {
 
   // One cluster's pass; true when it changed (to be persisted).
   bool Reconcile(v1::Cluster& c, std::vector<v1::ClusterEvent>& events);
+  // A pass over one cluster, and the steps it goes through (reconcile.cc).
+  struct Pass {
+    v1::Cluster& c;
+    std::vector<v1::ClusterEvent>& events;
+    const int64_t now;
+    const bool durable;  // its latest record is acknowledged: providers may act on it
+    bool changed = false;
+  };
+  void ObserveNodes(Pass& p);
+  void ObserveJobs(Pass& p);
+  void DecideEnd(Pass& p);
+  void TearDown(Pass& p);
+  bool BringUp(Pass& p);
+  void RunJobs(Pass& p);
   // A job's end (state, reason, time) and its event.
   void EndJob(v1::Cluster& c, v1::Job& j, const std::string& state, const std::string& reason, int64_t now,
               std::vector<v1::ClusterEvent>& events);
