@@ -99,25 +99,21 @@ void Controller::AddUsage(v1::Cluster& c, int64_t until_ms, std::vector<v1::Clus
 
 bool Controller::Reconcile(v1::Cluster& c, std::vector<v1::ClusterEvent>& events) {
   const int64_t before_version = c.version();
-  Pass p{c, events, clock_->UnixMillis(), !pending_.count(c.id())};
-  ObserveNodes(p);
-  ObserveJobs(p);
-  if (c.state() != kTerminating) DecideEnd(p);
+  Pass p{events, clock_->UnixMillis(), !pending_.count(c.id())};
+  ObserveNodes(c, p);
+  ObserveJobs(c, p);
+  if (c.state() != kTerminating) DecideEnd(c, p);
   if (c.state() == kTerminating) {
-    TearDown(p);
+    TearDown(c, p);
     return p.changed || c.version() != before_version;
   }
-  if (!BringUp(p)) return true;
-  if (c.state() == kRunning || c.state() == kIdle) RunJobs(p);
+  if (!BringUp(c, p)) return true;
+  if (c.state() == kRunning || c.state() == kIdle) RunJobs(c, p);
   return p.changed;
 }
 
 // 1. Nodes: exits (expected or not) and readiness, as the provider sees them.
-void Controller::ObserveNodes(Pass& p) {
-  v1::Cluster& c = p.c;
-  std::vector<v1::ClusterEvent>& events = p.events;
-  const int64_t now = p.now;
-  bool& changed = p.changed;
+void Controller::ObserveNodes(v1::Cluster& c, Pass& p) {
   for (auto& n : *c.mutable_nodes()) {
     if (n.state() != "RUNNING" && n.state() != "STOPPING") continue;
     NodeStatus s = provider_->CheckNode(c, n);
@@ -125,7 +121,7 @@ void Controller::ObserveNodes(Pass& p) {
       bool expected = n.state() == "STOPPING";
       n.set_state("EXITED");
       n.set_exit_code(s.exit_code);
-      n.set_stopped_at_ms(now);
+      n.set_stopped_at_ms(p.now);
       n.set_ready(false);
       // What the session left behind goes with it.
       Note(provider_->StopNode(c, n, true), "stop_node");
@@ -133,21 +129,17 @@ void Controller::ObserveNodes(Pass& p) {
                                  expected ? "stopped" : absl::StrCat("exited unexpectedly (code ", s.exit_code, ")"));
       e.set_node_group(n.group());
       e.set_log_path(n.log_path());
-      events.push_back(e);
-      changed = true;
+      p.events.push_back(e);
+      p.changed = true;
     } else if (s.ready != n.ready()) {
       n.set_ready(s.ready);
-      changed = true;
+      p.changed = true;
     }
   }
 }
 
 // 1. Jobs: ends, and cancellations passed on (forced after stop_grace).
-void Controller::ObserveJobs(Pass& p) {
-  v1::Cluster& c = p.c;
-  std::vector<v1::ClusterEvent>& events = p.events;
-  const int64_t now = p.now;
-  bool& changed = p.changed;
+void Controller::ObserveJobs(v1::Cluster& c, Pass& p) {
   for (auto& j : *c.mutable_jobs()) {
     if (j.state() != "RUNNING") continue;
     JobStatus s = provider_->CheckJob(c, j);
@@ -165,34 +157,30 @@ void Controller::ObserveJobs(Pass& p) {
     j.set_state(state);
     j.set_exit_code(s.exit_code);
     j.set_reason(j.cancel_requested() ? "cancelled" : s.message);
-    j.set_ended_at_ms(now);
-    c.set_last_active_ms(now);
+    j.set_ended_at_ms(p.now);
+    c.set_last_active_ms(p.now);
     v1::ClusterEvent e = Event(c, "job", state, "RUNNING", j.reason());
     e.set_job_id(j.id());
     e.set_log_path(j.log_path());
-    events.push_back(e);
-    changed = true;
+    p.events.push_back(e);
+    p.changed = true;
   }
 }
 
 // 2. Should it go away? Deleted, past its lifetime, idle past its TTL,
 // stuck provisioning, or its nodes failing: it starts TERMINATING.
-void Controller::DecideEnd(Pass& p) {
-  v1::Cluster& c = p.c;
-  std::vector<v1::ClusterEvent>& events = p.events;
-  const int64_t now = p.now;
-  bool& changed = p.changed;
+void Controller::DecideEnd(v1::Cluster& c, Pass& p) {
   int unexpected = 0;
   for (const auto& n : c.nodes()) unexpected += (n.state() == "EXITED" && n.stop_sent_at_ms() == 0) ? 1 : 0;
   std::string why;
   if (c.delete_requested()) {
     why = "deleted";
-  } else if (now - c.created_at_ms() >= c.max_lifetime_ms()) {
+  } else if (p.now - c.created_at_ms() >= c.max_lifetime_ms()) {
     why = absl::StrCat("max lifetime of ", c.max_lifetime_ms() / 1000, " s reached");
   } else if (c.state() == kIdle && c.spec().idle_ttl_seconds() > 0 &&
-             now - c.last_active_ms() >= c.spec().idle_ttl_seconds() * 1000) {
-    why = absl::StrCat("idle for ", (now - c.last_active_ms()) / 1000, " s (idle TTL ", c.spec().idle_ttl_seconds(), " s)");
-  } else if ((c.state() == kRequested || c.state() == kProvisioning) && now - c.created_at_ms() >= o_.provision_timeout.count()) {
+             p.now - c.last_active_ms() >= c.spec().idle_ttl_seconds() * 1000) {
+    why = absl::StrCat("idle for ", (p.now - c.last_active_ms()) / 1000, " s (idle TTL ", c.spec().idle_ttl_seconds(), " s)");
+  } else if ((c.state() == kRequested || c.state() == kProvisioning) && p.now - c.created_at_ms() >= o_.provision_timeout.count()) {
     c.set_failure(absl::StrCat("provisioning did not finish within ", o_.provision_timeout.count() / 1000, " s"));
     why = c.failure();
   } else if (c.state() == kProvisioning && unexpected > 0) {
@@ -207,22 +195,18 @@ void Controller::DecideEnd(Pass& p) {
     why = c.failure();
   }
   if (!why.empty()) {
-    SetState(c, kTerminating, why, events);
-    changed = true;
+    SetState(c, kTerminating, why, p.events);
+    p.changed = true;
   }
 }
 
 // 3a. Tear down: jobs cancelled, nodes stopped (forced after stop_grace);
 // once nothing runs, cleaned up and TERMINATED (or FAILED) with its usage.
-void Controller::TearDown(Pass& p) {
-  v1::Cluster& c = p.c;
-  std::vector<v1::ClusterEvent>& events = p.events;
-  const int64_t now = p.now;
-  bool& changed = p.changed;
+void Controller::TearDown(v1::Cluster& c, Pass& p) {
   for (auto& j : *c.mutable_jobs()) {
     if (j.state() == "PENDING") {
-      EndJob(c, j, "CANCELLED", "the cluster is terminating", now, events);
-      changed = true;
+      EndJob(c, j, "CANCELLED", "the cluster is terminating", p.now, p.events);
+      p.changed = true;
     } else if (j.state() == "RUNNING") {
       j.set_cancel_requested(true);
       auto [it, first] = cancel_sent_.try_emplace(j.id(), clock_->Now());
@@ -235,17 +219,17 @@ void Controller::TearDown(Pass& p) {
       // Recorded, never started (or started and adopted at takeover,
       // which made it RUNNING): nothing runs.
       n.set_state("EXITED");
-      n.set_stopped_at_ms(now);
-      n.set_stop_sent_at_ms(now);
-      changed = true;
+      n.set_stopped_at_ms(p.now);
+      n.set_stop_sent_at_ms(p.now);
+      p.changed = true;
     } else if (n.state() == "RUNNING" || n.state() == "STOPPING") {
       remaining = true;
       if (n.stop_sent_at_ms() == 0) {
         n.set_state("STOPPING");
-        n.set_stop_sent_at_ms(now);
+        n.set_stop_sent_at_ms(p.now);
         Note(provider_->StopNode(c, n, false), "stop_node");
-        changed = true;
-      } else if (now - n.stop_sent_at_ms() >= o_.stop_grace.count()) {
+        p.changed = true;
+      } else if (p.now - n.stop_sent_at_ms() >= o_.stop_grace.count()) {
         Note(provider_->StopNode(c, n, true), "stop_node");
       }
     }
@@ -254,8 +238,8 @@ void Controller::TearDown(Pass& p) {
     // Ray jobs live inside the cluster: with every node gone, so are they.
     for (auto& j : *c.mutable_jobs()) {
       if (j.state() != "RUNNING") continue;
-      EndJob(c, j, "CANCELLED", "the cluster ended", now, events);
-      changed = true;
+      EndJob(c, j, "CANCELLED", "the cluster ended", p.now, p.events);
+      p.changed = true;
     }
   }
   bool jobs_running = std::any_of(c.jobs().begin(), c.jobs().end(), [](const v1::Job& j) { return j.state() == "RUNNING"; });
@@ -264,31 +248,26 @@ void Controller::TearDown(Pass& p) {
       provider_errors_.Add({{"op", "cleanup"}}).Increment();
       log::Warn("cluster cleanup failed", {{"cluster", c.id()}, {"error", std::string(st.message())}});
     }
-    c.set_ended_at_ms(now);
-    SetState(c, c.failure().empty() ? kTerminated : kFailed, c.failure().empty() ? c.reason() : c.failure(), events);
-    AddUsage(c, now, events);
-    changed = true;
+    c.set_ended_at_ms(p.now);
+    SetState(c, c.failure().empty() ? kTerminated : kFailed, c.failure().empty() ? c.reason() : c.failure(), p.events);
+    AddUsage(c, p.now, p.events);
+    p.changed = true;
   }
 }
 
 // 3b. Bring it up, keep it up. New nodes are recorded first (STARTING)
 // and started on a later pass, once that record is durable. False when it
 // failed and is now TERMINATING (the pass ends there).
-bool Controller::BringUp(Pass& p) {
-  v1::Cluster& c = p.c;
-  std::vector<v1::ClusterEvent>& events = p.events;
-  const int64_t now = p.now;
-  bool& changed = p.changed;
-  const bool durable = p.durable;
+bool Controller::BringUp(v1::Cluster& c, Pass& p) {
   if (c.state() == kRequested) {
     if (auto st = provider_->PrepareCluster(c); !st.ok()) {
       provider_errors_.Add({{"op", "prepare"}}).Increment();
       c.set_failure("cannot prepare the cluster: " + std::string(st.message()));
-      SetState(c, kTerminating, c.failure(), events);
+      SetState(c, kTerminating, c.failure(), p.events);
       return false;
     }
-    SetState(c, kProvisioning, "", events);
-    changed = true;
+    SetState(c, kProvisioning, "", p.events);
+    p.changed = true;
   }
   for (const auto& g : c.spec().node_groups()) {
     std::vector<v1::Node*> live;
@@ -302,25 +281,25 @@ bool Controller::BringUp(Pass& p) {
       n->set_group(g.name());
       n->set_state("STARTING");
       n->set_exit_code(-1);
-      changed = true;
+      p.changed = true;
     }
     // Scale down: the newest nodes go first.
     for (int i = static_cast<int>(live.size()) - 1; i >= g.count(); --i) {
       v1::Node* n = live[i];
       if (n->state() == "STARTING") {
         n->set_state("EXITED");
-        n->set_stopped_at_ms(now);
+        n->set_stopped_at_ms(p.now);
       } else {
         n->set_state("STOPPING");
         Note(provider_->StopNode(c, *n, false), "stop_node");
       }
-      n->set_stop_sent_at_ms(now);
-      changed = true;
+      n->set_stop_sent_at_ms(p.now);
+      p.changed = true;
     }
   }
   for (auto& n : *c.mutable_nodes()) {
-    if (n.state() == "STOPPING" && now - n.stop_sent_at_ms() >= o_.stop_grace.count()) Note(provider_->StopNode(c, n, true), "stop_node");
-    if (n.state() != "STARTING" || !durable || changed) continue;
+    if (n.state() == "STOPPING" && p.now - n.stop_sent_at_ms() >= o_.stop_grace.count()) Note(provider_->StopNode(c, n, true), "stop_node");
+    if (n.state() != "STARTING" || !p.durable || p.changed) continue;
     if (auto st = provider_->StartNode(c, n); !st.ok()) {
       provider_errors_.Add({{"op", "start_node"}}).Increment();
       if (st.code() == absl::StatusCode::kUnavailable) {
@@ -331,17 +310,17 @@ bool Controller::BringUp(Pass& p) {
       }
       c.set_failure("cannot start node " + n.id() + ": " + std::string(st.message()));
       n.set_state("EXITED");
-      n.set_stopped_at_ms(now);
-      SetState(c, kTerminating, c.failure(), events);
+      n.set_stopped_at_ms(p.now);
+      SetState(c, kTerminating, c.failure(), p.events);
       return false;
     }
     n.set_state("RUNNING");
-    n.set_started_at_ms(now);
+    n.set_started_at_ms(p.now);
     v1::ClusterEvent e = Event(c, "node", "RUNNING", "STARTING", "");
     e.set_node_group(n.group());
     e.set_log_path(n.log_path());
-    events.push_back(e);
-    changed = true;
+    p.events.push_back(e);
+    p.changed = true;
   }
   // Ready when every group has its count of running, ready nodes.
   bool ready = true;
@@ -351,30 +330,25 @@ bool Controller::BringUp(Pass& p) {
     ready = ready && ok >= g.count();
   }
   if (c.state() == kProvisioning && ready) {
-    c.set_running_at_ms(now);
-    c.set_last_active_ms(now);
-    SetState(c, kRunning, absl::StrCat("provisioned in ", now - c.created_at_ms(), " ms"), events);
-    changed = true;
+    c.set_running_at_ms(p.now);
+    c.set_last_active_ms(p.now);
+    SetState(c, kRunning, absl::StrCat("provisioned in ", p.now - c.created_at_ms(), " ms"), p.events);
+    p.changed = true;
   }
   return true;
 }
 
 // A RUNNING or IDLE cluster: pending jobs submitted (once their record is
 // durable), RUNNING <-> IDLE as jobs come and go, and periodic usage.
-void Controller::RunJobs(Pass& p) {
-  v1::Cluster& c = p.c;
-  std::vector<v1::ClusterEvent>& events = p.events;
-  const int64_t now = p.now;
-  bool& changed = p.changed;
-  const bool durable = p.durable;
+void Controller::RunJobs(v1::Cluster& c, Pass& p) {
   for (auto& j : *c.mutable_jobs()) {
     if (j.state() != "PENDING") continue;
     if (j.cancel_requested()) {
-      EndJob(c, j, "CANCELLED", "cancelled before it started", now, events);
-      changed = true;
+      EndJob(c, j, "CANCELLED", "cancelled before it started", p.now, p.events);
+      p.changed = true;
       continue;
     }
-    if (!durable || changed) continue;  // the job's record first
+    if (!p.durable || p.changed) continue;  // the job's record first
     if (auto st = provider_->SubmitJob(c, j); !st.ok()) {
       provider_errors_.Add({{"op", "submit_job"}}).Increment();
       if (st.code() == absl::StatusCode::kUnavailable) {
@@ -383,29 +357,29 @@ void Controller::RunJobs(Pass& p) {
       }
       j.set_state("FAILED");
       j.set_reason("cannot start: " + std::string(st.message()));
-      j.set_ended_at_ms(now);
+      j.set_ended_at_ms(p.now);
     } else {
       j.set_state("RUNNING");
-      j.set_started_at_ms(now);
+      j.set_started_at_ms(p.now);
     }
     v1::ClusterEvent e = Event(c, "job", j.state(), "PENDING", j.reason());
     e.set_job_id(j.id());
     e.set_log_path(j.log_path());
-    events.push_back(e);
-    changed = true;
+    p.events.push_back(e);
+    p.changed = true;
   }
   bool active = std::any_of(c.jobs().begin(), c.jobs().end(), JobActive);
   if (active && c.state() == kIdle) {
-    SetState(c, kRunning, "a job is active", events);
-    changed = true;
+    SetState(c, kRunning, "a job is active", p.events);
+    p.changed = true;
   } else if (!active && c.state() == kRunning) {
-    c.set_last_active_ms(std::max(c.last_active_ms(), now));
-    SetState(c, kIdle, "no active job", events);
-    changed = true;
+    c.set_last_active_ms(std::max(c.last_active_ms(), p.now));
+    SetState(c, kIdle, "no active job", p.events);
+    p.changed = true;
   }
-  if (now - std::max(c.usage_until_ms(), c.created_at_ms()) >= o_.usage_interval.count()) {
-    AddUsage(c, now, events);
-    changed = true;
+  if (p.now - std::max(c.usage_until_ms(), c.created_at_ms()) >= o_.usage_interval.count()) {
+    AddUsage(c, p.now, p.events);
+    p.changed = true;
   }
 }
 

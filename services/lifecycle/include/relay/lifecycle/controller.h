@@ -146,18 +146,17 @@ class Controller {
   bool Reconcile(v1::Cluster& c, std::vector<v1::ClusterEvent>& events);
   // A pass over one cluster, and the steps it goes through (reconcile.cc).
   struct Pass {
-    v1::Cluster& c;
-    std::vector<v1::ClusterEvent>& events;
+    std::vector<v1::ClusterEvent>& events;  // to persist with the cluster
     const int64_t now;
     const bool durable;  // its latest record is acknowledged: providers may act on it
     bool changed = false;
   };
-  void ObserveNodes(Pass& p);
-  void ObserveJobs(Pass& p);
-  void DecideEnd(Pass& p);
-  void TearDown(Pass& p);
-  bool BringUp(Pass& p);
-  void RunJobs(Pass& p);
+  void ObserveNodes(v1::Cluster& c, Pass& p);
+  void ObserveJobs(v1::Cluster& c, Pass& p);
+  void DecideEnd(v1::Cluster& c, Pass& p);
+  void TearDown(v1::Cluster& c, Pass& p);
+  bool BringUp(v1::Cluster& c, Pass& p);
+  void RunJobs(v1::Cluster& c, Pass& p);
   // A job's end (state, reason, time) and its event.
   void EndJob(v1::Cluster& c, v1::Job& j, const std::string& state, const std::string& reason, int64_t now,
               std::vector<v1::ClusterEvent>& events);
