@@ -1,7 +1,5 @@
 #include "relay/dispatch/shared_budget.h"
 
-#include "absl/strings/escaping.h"
-#include "absl/strings/str_cat.h"
 #include "relay/base/log.h"
 #include "relay/base/random.h"
 

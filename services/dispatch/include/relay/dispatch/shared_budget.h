@@ -32,6 +32,7 @@
 // amortises it over many calls.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -75,7 +76,7 @@ class LogClock final : public Clock {
 class BudgetLedger {
  public:
   BudgetLedger(BudgetOptions options, std::chrono::milliseconds hold)
-      : options_(options), hold_(hold), rules_(options, &clock_) {}
+      : hold_(hold), rules_(options, &clock_) {}
 
   struct Grant {
     std::string instance;
@@ -102,7 +103,6 @@ class BudgetLedger {
     int64_t granted = 0;
     int64_t at_ms = 0;
   };
-  BudgetOptions options_;
   std::chrono::milliseconds hold_;
   LogClock clock_;
   Budget rules_;
