@@ -74,10 +74,10 @@ void Budget::Release(int64_t installation, bool write, int64_t used, int64_t unu
   std::lock_guard lock(mu_);
   if (write) {
     writes_in_flight_ = std::max<int64_t>(0, writes_in_flight_ - used - unused);
-    for (int64_t i = 0; i < used; ++i) {
-      writes_.push_back(clock_->Now());
-      hour_.push_back(clock_->Now());
-    }
+    const TimePoint now = clock_->Now();
+    const auto made = static_cast<size_t>(std::max<int64_t>(0, used));
+    writes_.insert(writes_.end(), made, now);
+    hour_.insert(hour_.end(), made, now);
   }
   Primary& p = primary_[installation];
   p.in_flight = std::max<int64_t>(0, p.in_flight - used - unused);
@@ -86,11 +86,6 @@ void Budget::Release(int64_t installation, bool write, int64_t used, int64_t unu
 void Budget::Learn(int64_t installation, unsigned status, const std::map<std::string, std::string>& headers,
                    bool secondary) {
   std::lock_guard lock(mu_);
-  LearnLocked(installation, status, headers, secondary);
-}
-
-void Budget::LearnLocked(int64_t installation, unsigned status, const std::map<std::string, std::string>& headers,
-                         bool secondary) {
   Primary& p = primary_[installation];
   auto header = [&](const char* name) -> std::optional<int64_t> {
     auto it = headers.find(name);

@@ -83,8 +83,6 @@ class Budget final : public CallBudget {
   };
   void ExpireWindowLocked(TimePoint now) const;
   std::optional<TimePoint> AcquireLocked(int64_t installation, bool write);
-  void LearnLocked(int64_t installation, unsigned status, const std::map<std::string, std::string>& headers,
-                   bool secondary);
 
   BudgetOptions options_;
   const Clock* clock_;
