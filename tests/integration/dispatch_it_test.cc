@@ -718,7 +718,12 @@ TEST_F(DispatchIT, TheBudgetHoldsUnderTenTimesTheLoadAndL4GoesFirst) {
   for (int i = 0; i < 20; ++i) stack.Produce(push, run + std::to_string(i));
   stack.Flush();
   auto start = std::chrono::steady_clock::now();
-  ASSERT_NE(stack.StartDispatch(1, {{"RELAY_GITHUB_MAX_WRITES_PER_MINUTE", "20"}, {"RELAY_GITHUB_WRITE_WINDOW", "1s"}}), 0)
+  // One batch for all 20 (a 5 ms linger splits it when the machine is busy,
+  // and the first piece's L1 writes then go before the rest is planned).
+  ASSERT_NE(stack.StartDispatch(1, {{"RELAY_GITHUB_MAX_WRITES_PER_MINUTE", "20"},
+                                    {"RELAY_GITHUB_WRITE_WINDOW", "1s"},
+                                    {"RELAY_DISPATCH_BATCH_LINGER", "1s"}}),
+            0)
       << stack.Log(1);
   EXPECT_EQ(stack.WaitForDispatches(200, 120s, 3s), 200u);
   EXPECT_GE(std::chrono::steady_clock::now() - start, 9s) << "200 writes at 20 a second";
@@ -728,9 +733,14 @@ TEST_F(DispatchIT, TheBudgetHoldsUnderTenTimesTheLoadAndL4GoesFirst) {
   auto calls = DispatchCalls(stack);
   std::sort(calls.begin(), calls.end(), [](const Call& a, const Call& b) { return a.t0 < b.t0; });
   int l1_in_first_half = 0;
-  for (size_t i = 0; i < 100 && i < calls.size(); ++i) l1_in_first_half += calls[i].repo.find("/a") != std::string::npos;
+  std::string order;
+  for (size_t i = 0; i < 100 && i < calls.size(); ++i) {
+    bool l1 = calls[i].repo.find("/a") != std::string::npos;
+    l1_in_first_half += l1;
+    order += l1 ? '1' : '4';
+  }
   // Apart from what the workers held before the L4 work was queued, L4 first.
-  EXPECT_LE(l1_in_first_half, 8);
+  EXPECT_LE(l1_in_first_half, 8) << "levels of the first 100 writes: " << order;
 }
 
 // Issue 15, item 3: one GitHub budget for every instance. Two instances

@@ -215,7 +215,7 @@ class DispatchService final : public service::Service {
 
     kafka::BatchOptions batches;
     batches.max_records = s.batch_records;
-    batches.max_wait = 5ms;  // plan soon: a dispatch's latency starts at the webhook
+    batches.max_wait = s.batch_linger;  // short: a dispatch's latency starts at the webhook
     // A loop that ends with an error (a fatal client error, a dead-letter
     // topic refusing records) must not leave a process that looks alive.
     consumer_thread_ = std::thread([this, batches, &runtime] {
@@ -645,6 +645,7 @@ absl::StatusOr<DispatchSettings> LoadSettings(Config& config, const service::Com
   s.planner.upstream_repo = config.RequiredString("dispatch.upstream_repo");
   s.planner.app_id = s.app_id;
   s.batch_records = static_cast<size_t>(config.Int("dispatch.batch_records", 500, 1, 100'000));
+  s.batch_linger = config.Duration("dispatch.batch_linger", 5ms, 0ms, 10s);
   s.batch_wait = config.Duration("dispatch.batch_wait", 5s, 100ms, 5min);
   s.max_poll_interval = config.Duration("kafka.max_poll_interval", 300s, 10s, 1h);
   s.revoke_wait = config.Duration("dispatch.revoke_wait", 10s, 100ms, 10min);

@@ -51,6 +51,11 @@ struct DispatchSettings {
   std::string token_keys_file;
   PlannerOptions planner;
   size_t batch_records = 500;
+  // How long input records are gathered into one batch after the first
+  // arrives. Writes are ordered by priority among the batch's writes (and
+  // those still queued), so a longer linger keeps priorities under a
+  // backlog that arrives in pieces, at the cost of that much latency.
+  std::chrono::milliseconds batch_linger{5};
   // How long a batch waits for its writes before the consumer retries it
   // later (writes in progress go on; the retry joins them).
   std::chrono::milliseconds batch_wait{5'000};
