@@ -107,7 +107,8 @@ int Migrate(const Args& a) {
   if (!options.ok()) return Fail(options.status());
   auto r = stats::Migrate(*options, to);
   if (!r.ok()) return Fail(r.status());
-  if (r->applied.empty()) {
+  for (const auto& why : r->skipped) std::cout << "skipped " << why << "\n";
+  if (r->applied.empty() && r->skipped.empty()) {
     std::cout << "schema at migration " << r->to << " in " << options->database << ": nothing to apply\n";
   } else {
     for (const auto& name : r->applied) std::cout << "applied " << name << "\n";

@@ -2,11 +2,15 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <charconv>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/ascii.h"
 #include "relay/base/log.h"
 #include "relay/base/status.h"
 #include "relay/stats/sql_files.h"
@@ -71,6 +75,40 @@ absl::Status CheckLedger(const std::map<int, Applied>& ledger, const std::vector
 
 int Top(const std::map<int, Applied>& ledger) { return ledger.empty() ? 0 : ledger.rbegin()->first; }
 
+// A skipped migration's ledger name: the file name, then this.
+constexpr char kSkippedMark[] = " [skipped: ";
+
+bool Skipped(const Applied& a) { return a.name.find(kSkippedMark) != std::string::npos; }
+
+// "X.Y" at the start of text (a version() answer or a requires line).
+std::optional<std::pair<int, int>> MajorMinor(absl::string_view text) {
+  std::vector<absl::string_view> parts = absl::StrSplit(text, '.');
+  int major = 0, minor = 0;
+  if (parts.size() < 2 || std::from_chars(parts[0].data(), parts[0].data() + parts[0].size(), major).ec != std::errc() ||
+      std::from_chars(parts[1].data(), parts[1].data() + parts[1].size(), minor).ec != std::errc()) {
+    return std::nullopt;
+  }
+  return std::pair{major, minor};
+}
+
+// `-- requires: ClickHouse >= X.Y` among the file's comment lines.
+absl::StatusOr<std::pair<int, int>> RequiredServer(std::string_view name, std::string_view file_text) {
+  absl::string_view text(file_text.data(), file_text.size());
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (!absl::ConsumePrefix(&line, "--")) continue;
+    line = absl::StripAsciiWhitespace(line);
+    if (!absl::ConsumePrefix(&line, "requires:")) continue;
+    line = absl::StripAsciiWhitespace(line);
+    auto v = absl::ConsumePrefix(&line, "ClickHouse >=") ? MajorMinor(absl::StripAsciiWhitespace(line)) : std::nullopt;
+    if (!v) {
+      return absl::InternalError(absl::StrCat("migration ", std::string(name), ": want '-- requires: ClickHouse >= X.Y'"));
+    }
+    return *v;
+  }
+  return std::pair{0, 0};
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<Migration>> LoadMigrations() {
@@ -84,7 +122,8 @@ absl::StatusOr<std::vector<Migration>> LoadMigrations() {
     if (v != static_cast<int>(out.size()) + 1) {
       return absl::InternalError(absl::StrCat("migration ", std::string(f.name), ": expected version ", out.size() + 1));
     }
-    out.push_back({v, std::string(f.name), Sha256Hex(f.text), SplitStatements(f.text)});
+    RELAY_ASSIGN_OR_RETURN(auto requires_server, RequiredServer(f.name, f.text));
+    out.push_back({v, std::string(f.name), Sha256Hex(f.text), SplitStatements(f.text), requires_server});
   }
   return out;
 }
@@ -125,8 +164,27 @@ absl::StatusOr<MigrateResult> Migrate(const clickhouse::ClientOptions& options, 
     return absl::FailedPreconditionError(absl::StrCat("the database is at migration ", result.from, "; --to ", target,
                                                       " would go back, and there are no down migrations"));
   }
+  RELAY_ASSIGN_OR_RETURN(std::string server, client->Query("SELECT version()"));
+  server = std::string(absl::StripAsciiWhitespace(server));
+  auto server_version = MajorMinor(server);
+  if (!server_version) return absl::InternalError("unreadable ClickHouse version: " + server);
   for (const Migration& m : migrations) {
-    if (m.version > target || ledger.count(m.version)) continue;
+    auto done = ledger.find(m.version);
+    if (m.version > target) continue;
+    bool was_skipped = done != ledger.end() && Skipped(done->second);
+    if (done != ledger.end() && !was_skipped) continue;
+    if (*server_version < m.requires_server) {
+      if (was_skipped) continue;  // still too old: it stays skipped
+      std::string why = absl::StrCat("needs ClickHouse >= ", m.requires_server.first, ".", m.requires_server.second,
+                                     ", the server is ", server);
+      RELAY_RETURN_IF_ERROR(client->Query(absl::StrCat(
+          "INSERT INTO schema_migrations SELECT ", m.version, ", ", clickhouse::Quote(m.name + kSkippedMark + why + "]"),
+          ", ", clickhouse::Quote(m.checksum), ", now()")).status());
+      log::Warn("migration skipped", {{"migration", m.name}, {"reason", why}});
+      result.skipped.push_back(m.name + ": " + why);
+      result.to = std::max(result.to, m.version);
+      continue;
+    }
     for (size_t i = 0; i < m.statements.size(); ++i) {
       auto st = client->Query(m.statements[i]);
       if (!st.ok()) {
@@ -139,7 +197,7 @@ absl::StatusOr<MigrateResult> Migrate(const clickhouse::ClientOptions& options, 
         clickhouse::Quote(m.checksum), ", now()")).status());
     log::Info("migration applied", {{"migration", m.name}, {"statements", static_cast<int64_t>(m.statements.size())}});
     result.applied.push_back(m.name);
-    result.to = m.version;
+    result.to = std::max(result.to, m.version);
   }
   return result;
 }

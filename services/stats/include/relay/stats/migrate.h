@@ -6,9 +6,15 @@
 // is idempotent itself (IF NOT EXISTS), so a migration cut short by a crash
 // is applied again whole. There are no down migrations: --to below the
 // applied version is refused.
+//
+// A migration whose header says `-- requires: ClickHouse >= X.Y` is skipped
+// on an older server: recorded in the ledger as skipped (so the services,
+// which need the latest version, still start), reported, and applied by a
+// later `migrate` once the server is new enough.
 #pragma once
 
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -22,6 +28,8 @@ struct Migration {
   std::string name;      // file name
   std::string checksum;  // sha256 of the file, hex
   std::vector<std::string> statements;
+  // From `-- requires: ClickHouse >= X.Y` in the header; {0, 0}: any server.
+  std::pair<int, int> requires_server{0, 0};
 };
 
 // The embedded migrations, checked: versions 1, 2, ... without gaps.
@@ -33,6 +41,7 @@ struct MigrateResult {
   int from = 0;  // version before
   int to = 0;    // version after
   std::vector<std::string> applied;  // file names, in order
+  std::vector<std::string> skipped;  // "NAME: needs ClickHouse >= X.Y, the server is V"
 };
 
 // Creates options.database if needed, then applies migrations up to `to`
