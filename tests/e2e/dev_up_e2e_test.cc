@@ -75,6 +75,18 @@ TEST(DevUpE2E, UpDrivesRealWebhooksIntoTheTopicStatusAndDown) {
   uint16_t port = static_cast<uint16_t>(std::stoi(status.substr(pos + 28)));
   EXPECT_EQ(testing::HttpClient("127.0.0.1", port).Get("/readyz").status, 200);
 
+  // The PyTorch HUD's own queries, unchanged, over the stack's data (copied
+  // to chDB: they need a current ClickHouse), checked against relay's tables.
+  std::string hud;
+  int hud_rc = testing::RunCommand("cd '" + root + "' && eval \"$(tools/dev status)\" && "
+                                   "py=$(tools/python/setup-env | tail -n 1) && \"$py\" tools/clickhouse/check-hud "
+                                   "--clickhouse \"$CLICKHOUSE_URL\" 2>&1", &hud);
+  EXPECT_EQ(hud_rc, 0) << hud;
+  EXPECT_THAT(hud, HasSubstr("ok   hud_query (one row by hand)")) << hud;
+  EXPECT_THAT(hud, HasSubstr("ok   crcr_hud_results (one row by hand)")) << hud;
+  EXPECT_THAT(hud, HasSubstr("ok   flaky_tests/ind_info (one row by hand)")) << hud;
+  EXPECT_THAT(hud, HasSubstr(" 0 failed")) << hud;
+
   // A second `up` is idempotent: the stack stays, the sample runs again.
   out.clear();
   ASSERT_EQ(testing::RunCommand(root + "/tools/dev up 2>&1", &out), 0) << out;

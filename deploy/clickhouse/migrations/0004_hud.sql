@@ -27,7 +27,9 @@
 --   workflow_event is the upstream event it ran for (the HUD hides
 --   'repository_dispatch' runs), and its log_url is the downstream run's page.
 -- - default.workflow_run is one row per run id (the HUD's), its latest
---   attempt; relay keeps one per attempt.
+--   attempt; relay keeps one per attempt. The downstream runs relay's jobs
+--   ran in are rows too (made from their jobs), so the HUD's joins of jobs
+--   to runs find them.
 -- - Fields relay does not type (head_commit, actor, pull_requests, ...) come
 --   from the raw webhook payload the row was made from (webhook_deliveries).
 -- - No torchci log classifier runs here: torchci_classification is empty.
@@ -142,7 +144,56 @@ SELECT
   concat(r.repository_full_name, '/', toString(r.id)) AS dynamoKey
 FROM (SELECT * FROM workflow_run FINAL ORDER BY id, run_attempt DESC LIMIT 1 BY id) AS r
 LEFT JOIN (SELECT delivery_id, any(payload) AS payload FROM webhook_deliveries FINAL WHERE event = 'workflow_run' GROUP BY delivery_id) AS w
-  ON w.delivery_id = r.delivery_id;
+  ON w.delivery_id = r.delivery_id
+UNION ALL
+-- The downstream runs relay's jobs belong to (no workflow_run webhook of
+-- theirs reaches relay): one row per run, from its jobs' latest attempt.
+SELECT
+  toInt64OrZero(c.run_id) AS id,
+  c.workflow_name AS name,
+  c.head_sha AS head_sha,
+  '' AS head_branch,
+  c.event_type AS event,
+  if(c.completed, 'completed', 'in_progress') AS status,
+  if(c.completed, c.conclusion, '') AS conclusion,
+  c.workflow_run_url AS html_url,
+  '' AS artifacts_url,
+  toDateTime64(c.created, 9, 'UTC') AS created_at,
+  toDateTime64(c.updated, 9, 'UTC') AS updated_at,
+  toDateTime64(c.started, 9, 'UTC') AS run_started_at,
+  toInt64(c.attempt) AS run_attempt,
+  toInt64(0) AS run_number,
+  toInt64(0) AS workflow_id,
+  CAST((('', ''), ('', ''), c.head_sha, '', toDateTime64(0, 9, 'UTC'), ''),
+       'Tuple(author Tuple(email String, name String), committer Tuple(email String, name String), id String, message String, timestamp DateTime64(9, \'UTC\'), tree_id String)') AS head_commit,
+  CAST((c.downstream_repo, splitByChar('/', c.downstream_repo)[2], tuple(splitByChar('/', c.downstream_repo)[1])),
+       'Tuple(full_name String, name String, owner Tuple(login String))') AS repository,
+  repository AS head_repository,
+  CAST((0, '', ''), 'Tuple(id Int64, login String, type String)') AS actor,
+  actor AS triggering_actor,
+  CAST(if(c.pr_number > 0, [((c.base_ref, (0, '', ''), ''), ('', (0, '', ''), c.head_sha), 0, c.pr_number, '')], []),
+       'Array(Tuple(base Tuple(ref String, repo Tuple(id Int64, name String, url String), sha String), head Tuple(ref String, repo Tuple(id Int64, name String, url String), sha String), id Int64, number Int64, url String))') AS pull_requests,
+  concat(c.downstream_repo, '/', c.run_id) AS dynamoKey
+FROM (
+  SELECT
+    downstream_repo, run_id,
+    argMax(workflow_name, toUInt32OrZero(run_attempt)) AS workflow_name,
+    argMax(head_sha, toUInt32OrZero(run_attempt)) AS head_sha,
+    argMax(event_type, toUInt32OrZero(run_attempt)) AS event_type,
+    argMax(workflow_run_url, toUInt32OrZero(run_attempt)) AS workflow_run_url,
+    argMax(pr_number, toUInt32OrZero(run_attempt)) AS pr_number,
+    '' AS base_ref,
+    greatest(max(toUInt32OrZero(run_attempt)), 1) AS attempt,
+    min(status = 'completed') = 1 AS completed,
+    if(countIf(conclusion NOT IN ('success', 'skipped', 'neutral')) > 0,
+       argMaxIf(conclusion, completed_at, conclusion NOT IN ('success', 'skipped', 'neutral')), 'success') AS conclusion,
+    min(dispatched_at) AS created,
+    max(greatest(completed_at, started_at, dispatched_at)) AS updated,
+    min(started_at) AS started
+  FROM crcr_workflow_job FINAL
+  WHERE run_id != '' AND toInt64OrZero(run_id) != 0
+  GROUP BY downstream_repo, run_id
+) AS c;
 
 -- Pushes, one row per delivery (the HUD reads push without FINAL).
 CREATE OR REPLACE VIEW default.push AS
@@ -294,3 +345,12 @@ CREATE OR REPLACE VIEW materialized_views.workflow_job_by_created_at AS SELECT i
 CREATE OR REPLACE VIEW materialized_views.workflow_run_by_head_sha AS SELECT id, head_sha FROM default.workflow_run;
 CREATE OR REPLACE VIEW materialized_views.workflow_run_by_created_at AS SELECT id, created_at FROM default.workflow_run;
 CREATE OR REPLACE VIEW materialized_views.workflow_run_by_run_started_at AS SELECT id, run_started_at FROM default.workflow_run;
+
+-- The HUD's periodic snapshot of queue times: relay-stats inserts one row
+-- per machine type every few minutes (rollups/queue_times_snapshot.sql).
+CREATE TABLE IF NOT EXISTS default.queue_times_historical (
+  time DateTime64(9, 'UTC'),
+  avg_queue_s Int64,
+  machine_type String,
+  count Int64
+) ENGINE = ReplacingMergeTree ORDER BY (machine_type, time);

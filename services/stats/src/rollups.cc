@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
 #include "relay/base/status.h"
 #include "relay/clickhouse/row_binary.h"
@@ -91,6 +92,14 @@ absl::Status PruneSnapshots(clickhouse::Client& client) {
     if (!r.ok()) return absl::Status(r.status().code(), absl::StrCat(statement, ": ", r.status().message()));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> SnapshotQueueTimes(clickhouse::Client& client) {
+  RELAY_ASSIGN_OR_RETURN(std::string n, client.Query("SELECT count() FROM system.tables WHERE database = 'default' "
+                                                     "AND name = 'queue_times_historical'"));
+  if (absl::StripAsciiWhitespace(n) == "0") return false;
+  RELAY_RETURN_IF_ERROR(Run(client, "queue_times_snapshot", {}).status());
+  return true;
 }
 
 }  // namespace relay::stats

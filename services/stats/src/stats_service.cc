@@ -1,5 +1,6 @@
 #include "relay/stats/stats_service.h"
 
+#include <optional>
 #include <atomic>
 #include <fstream>
 #include <mutex>
@@ -213,6 +214,18 @@ class StatsService final : public service::Service {
 
   // --- periodic (host threads) ---------------------------------------------
 
+  // On the rollup thread, as the rollups: one ClickHouse client, in turn.
+  void SnapshotQueueTimesIfDue() {
+    auto now = std::chrono::steady_clock::now();
+    if (last_queue_snapshot_ && now - *last_queue_snapshot_ < settings_.queue_snapshot_interval) return;
+    last_queue_snapshot_ = now;
+    auto r = SnapshotQueueTimes(*refresher_);
+    if (!r.ok()) {
+      errors_.Add({{"code", ErrorLabel(r.status())}, {"op", "queue_snapshot"}}).Increment();
+      log::Warn("queue-time snapshot failed; taken again next interval", {{"error", std::string(r.status().message())}});
+    }
+  }
+
   void RefreshRollups() {
     auto r = Refresh(*refresher_, [this] { return clock_->UnixMillis(); }, 50, settings_.rollup_window_interval,
                      &stopping_);
@@ -228,6 +241,7 @@ class StatsService final : public service::Service {
     }
     rollups_.Increment(r->windows);
     rollups_pending_.Set(static_cast<double>(r->pending + r->failed));
+    SnapshotQueueTimesIfDue();
     // Superseded snapshot rows, once some window was recomputed since the
     // last prune, at most every snapshot_prune_interval (mutations rewrite
     // parts: not once per window).
@@ -304,6 +318,7 @@ class StatsService final : public service::Service {
   prometheus::Counter& rollups_;
   prometheus::Gauge& rollups_pending_;
   prometheus::Counter& prunes_;
+  std::optional<std::chrono::steady_clock::time_point> last_queue_snapshot_;  // rollup thread only
   int64_t computed_since_prune_ = 0;  // host task thread (RefreshRollups) only
   std::chrono::steady_clock::time_point last_prune_{};
   prometheus::Gauge& schema_version_;
@@ -344,6 +359,7 @@ absl::StatusOr<StatsSettings> LoadSettings(Config& config, const service::Common
   s.max_buffer_bytes = config.Bytes("stats.max_buffer_bytes", 256LL << 20, 16LL << 20, 64LL << 30);
   s.rollup_interval = config.Duration("stats.rollup_interval", 5s, 100ms, 1h);
   s.rollup_window_interval = config.Duration("stats.rollup_window_interval", 60s, 0ms, 24h);
+  s.queue_snapshot_interval = config.Duration("stats.queue_snapshot_interval", 5min, 1s, 24h);
   s.snapshot_prune_interval = config.Duration("stats.snapshot_prune_interval", 10min, 1s, 24h);
   // Input topics (defaults: the suite's names); their DLQs are <topic>.dlq.
   for (auto [key, topic] : {std::pair{"webhooks", &s.topics.webhooks}, std::pair{"dispatches", &s.topics.dispatches},

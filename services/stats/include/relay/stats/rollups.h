@@ -53,4 +53,9 @@ absl::StatusOr<RefreshResult> Refresh(clickhouse::Client& client, const std::fun
 // mutations, asynchronous: the rows go once the server has applied them.
 absl::Status PruneSnapshots(clickhouse::Client& client);
 
+// The HUD's queue-time snapshot (rollups/queue_times_snapshot.sql) into
+// default.queue_times_historical. false: that table is not there (the HUD
+// migration is skipped on this server), nothing done.
+absl::StatusOr<bool> SnapshotQueueTimes(clickhouse::Client& client);
+
 }  // namespace relay::stats

@@ -34,6 +34,7 @@ struct StatsSettings {
   int64_t max_buffer_bytes = 256LL << 20;       // records prefetched + in hand + rows built
   std::chrono::milliseconds rollup_interval{5000};         // how often marked windows are looked for
   std::chrono::milliseconds rollup_window_interval{60'000};  // one window recomputed at most this often
+  std::chrono::milliseconds queue_snapshot_interval{300'000};  // the HUD's queue-time snapshot, this often
   std::chrono::milliseconds snapshot_prune_interval{600'000};  // superseded snapshot rows removed at most this often
 };
 
