@@ -93,6 +93,10 @@ class Canary {
     // that already carried a callback); the outcome mix stays seeded.
     std::random_device rd;
     run_id_ = std::to_string(rd()) + std::to_string(rd());
+    // Workflow run ids are unique across runs too, as GitHub's are (the
+    // HUD's views join jobs to runs by id): the start time in ms, x1000.
+    run_base_ = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch()).count() * 1000;
     cases_ = std::stoi(f.count("cases") ? f["cases"] : "3000");
   }
 
@@ -207,7 +211,7 @@ class Canary {
 
   void Answer(const std::string& repo, const json::object& payload) {
     ++dispatches_;
-    std::string run_id = std::to_string(100000 + dispatches_);
+    std::string run_id = std::to_string(run_base_ + dispatches_);
     int legs = 1 + static_cast<int>(rng_() % 3);
     for (int leg = 0; leg < legs; ++leg) {
       std::string job = "test (" + std::to_string(leg + 1) + ", " + std::to_string(legs) + ")";
@@ -241,6 +245,7 @@ class Canary {
   int cases_ = 3000;
   std::string run_id_;
   int dispatches_ = 0;
+  int64_t run_base_ = 0;
   int64_t minted_ = 0;
   Tally tally_;
   int64_t reported_cases_ = 0;

@@ -37,244 +37,188 @@
 CREATE DATABASE IF NOT EXISTS materialized_views;
 CREATE DATABASE IF NOT EXISTS misc;
 
--- relay's job id (hex) as the HUD's Int64 job id: its first 60 bits.
-CREATE OR REPLACE FUNCTION relay_hud_job_id AS (job_id) -> toInt64(reinterpretAsUInt64(reverse(unhex(substring(lower(job_id), 1, 15)))));
+-- relay's job id (64 hex digits) as the HUD's Int64 job id: the number
+-- its first 15 digits make (60 bits, so always positive).
+CREATE OR REPLACE FUNCTION relay_hud_job_id AS (job_id) ->
+  toInt64(reinterpretAsUInt64(reverse(unhex(concat('0', substring(lower(job_id), 1, 15))))));
+
+-- Each payload view below parses a delivery's JSON once (WITH: one
+-- expression, computed once a row), into a typed tuple: JSONExtract
+-- matches a named tuple's fields by key; a missing key or a null is the
+-- type's default.
 
 CREATE OR REPLACE VIEW default.workflow_job AS
 SELECT
-  toInt64(j.id) AS id,
-  toInt64(j.run_id) AS run_id,
-  toInt64(j.run_attempt) AS run_attempt,
-  j.name AS name,
-  j.workflow_name AS workflow_name,
-  j.head_sha AS head_sha,
-  j.head_branch AS head_branch,
-  j.status AS status,
-  j.conclusion AS conclusion,
-  j.conclusion AS conclusion_kg,
-  j.html_url AS html_url,
-  concat('https://api.github.com/repos/', j.repository_full_name, '/actions/jobs/', toString(j.id)) AS url,
-  j.html_url AS log_url,
-  j.repository_full_name AS repository_full_name,
-  toDateTime64(j.created_at, 9, 'UTC') AS created_at,
-  toDateTime64(j.started_at, 9, 'UTC') AS started_at,
-  toDateTime64(j.completed_at, 9, 'UTC') AS completed_at,
-  j.labels AS labels,
-  toInt64(j.runner_id) AS runner_id,
-  j.runner_name AS runner_name,
-  j.runner_group_name AS runner_group_name,
-  CAST(arrayMap((n, s, c, num, sa, ca) -> (toDateTime64(ca, 9, 'UTC'), c, n, toInt64(num), toDateTime64(sa, 9, 'UTC'), s),
-                j.`steps.name`, j.`steps.status`, j.`steps.conclusion`, j.`steps.number`, j.`steps.started_at`, j.`steps.completed_at`),
+  id, run_id, run_attempt, name, workflow_name, head_sha, head_branch, status, conclusion,
+  conclusion AS conclusion_kg,
+  html_url,
+  concat('https://api.github.com/repos/', repository_full_name, '/actions/jobs/', toString(id)) AS url,
+  html_url AS log_url,
+  repository_full_name,
+  toDateTime64(created, 9, 'UTC') AS created_at,
+  toDateTime64(started, 9, 'UTC') AS started_at,
+  toDateTime64(completed, 9, 'UTC') AS completed_at,
+  labels, runner_id, runner_name, runner_group_name,
+  CAST(arrayMap((n, st, c, num, sa, ca) -> (toDateTime64(ca, 9, 'UTC'), c, n, toInt64(num), toDateTime64(sa, 9, 'UTC'), st),
+                step_names, step_statuses, step_conclusions, step_numbers, step_started, step_completed),
        'Array(Tuple(completed_at DateTime64(9, \'UTC\'), conclusion String, name String, number Int64, started_at DateTime64(9, \'UTC\'), status String))') AS steps,
   CAST(([], [], 0, '', 0, ''), 'Tuple(captures Array(String), context Array(String), job_id Int64, line String, line_num Int64, rule String)') AS torchci_classification,
   torchci_classification AS torchci_classification_temp,
   torchci_classification AS torchci_classification_kg,
-  r.event AS workflow_event,
-  concat(j.repository_full_name, '/', toString(j.id)) AS dynamoKey
-FROM workflow_job AS j FINAL
-LEFT JOIN (SELECT id, argMax(event, run_attempt) AS event FROM workflow_run FINAL GROUP BY id) AS r ON r.id = j.run_id
-UNION ALL
-SELECT
-  relay_hud_job_id(c.id) AS id,
-  toInt64OrZero(c.run_id) AS run_id,
-  toInt64(greatest(toUInt32OrZero(c.run_attempt), 1)) AS run_attempt,
-  if(c.job_name = '', c.workflow_name, c.job_name) AS name,
-  c.workflow_name AS workflow_name,
-  c.head_sha AS head_sha,
-  '' AS head_branch,
-  c.status AS status,
-  if(c.status = 'completed', c.conclusion, '') AS conclusion,
-  conclusion AS conclusion_kg,
-  c.workflow_run_url AS html_url,
-  concat('https://api.github.com/repos/', c.downstream_repo, '/actions/jobs/', toString(relay_hud_job_id(c.id))) AS url,
-  c.workflow_run_url AS log_url,
-  c.downstream_repo AS repository_full_name,
-  toDateTime64(c.dispatched_at, 9, 'UTC') AS created_at,
-  toDateTime64(c.started_at, 9, 'UTC') AS started_at,
-  toDateTime64(c.completed_at, 9, 'UTC') AS completed_at,
-  CAST([], 'Array(String)') AS labels,
-  toInt64(0) AS runner_id,
-  '' AS runner_name,
-  '' AS runner_group_name,
-  CAST([], 'Array(Tuple(completed_at DateTime64(9, \'UTC\'), conclusion String, name String, number Int64, started_at DateTime64(9, \'UTC\'), status String))') AS steps,
-  CAST(([], [], 0, '', 0, ''), 'Tuple(captures Array(String), context Array(String), job_id Int64, line String, line_num Int64, rule String)') AS torchci_classification,
-  torchci_classification AS torchci_classification_temp,
-  torchci_classification AS torchci_classification_kg,
-  c.event_type AS workflow_event,
-  concat(c.downstream_repo, '/', c.id) AS dynamoKey
-FROM crcr_workflow_job AS c FINAL;
+  workflow_event,
+  concat(repository_full_name, '/', toString(id)) AS dynamoKey
+FROM (
+  -- Upstream jobs, from workflow_job webhooks.
+  SELECT
+    toInt64(j.id) AS id, toInt64(j.run_id) AS run_id, toInt64(j.run_attempt) AS run_attempt,
+    j.name AS name, j.workflow_name AS workflow_name, j.head_sha AS head_sha, j.head_branch AS head_branch,
+    j.status AS status, j.conclusion AS conclusion, j.html_url AS html_url, j.repository_full_name AS repository_full_name,
+    j.created_at AS created, j.started_at AS started, j.completed_at AS completed,
+    j.labels AS labels, toInt64(j.runner_id) AS runner_id, j.runner_name AS runner_name, j.runner_group_name AS runner_group_name,
+    j.`steps.name` AS step_names, j.`steps.status` AS step_statuses, j.`steps.conclusion` AS step_conclusions,
+    j.`steps.number` AS step_numbers, j.`steps.started_at` AS step_started, j.`steps.completed_at` AS step_completed,
+    r.event AS workflow_event
+  FROM workflow_job AS j FINAL
+  LEFT JOIN (SELECT id, argMax(event, run_attempt) AS event FROM workflow_run FINAL GROUP BY id) AS r ON r.id = j.run_id
+  UNION ALL
+  -- Downstream jobs relay dispatched, on the upstream commit they ran for.
+  SELECT
+    relay_hud_job_id(c.id), toInt64OrZero(c.run_id), toInt64(greatest(toUInt32OrZero(c.run_attempt), 1)),
+    if(c.job_name = '', c.workflow_name, c.job_name), c.workflow_name, c.head_sha, '',
+    c.status, if(c.status = 'completed', c.conclusion, ''), c.workflow_run_url, c.downstream_repo,
+    c.dispatched_at, c.started_at, c.completed_at,
+    [], 0, '', '',
+    [], [], [], [], [], [],
+    c.event_type
+  FROM crcr_workflow_job AS c FINAL
+);
 
 -- One row per run id: its latest attempt.
 CREATE OR REPLACE VIEW default.workflow_run AS
+WITH JSONExtract(payload, 'workflow_run',
+  'Tuple(artifacts_url String,
+         head_commit Tuple(author Tuple(email String, name String), committer Tuple(email String, name String), id String, message String, timestamp DateTime64(9, \'UTC\'), tree_id String),
+         repository Tuple(owner Tuple(login String)), head_repository Tuple(owner Tuple(login String)),
+         actor Tuple(id Int64, login String, type String), triggering_actor Tuple(id Int64, login String, type String),
+         pull_requests Array(Tuple(base Tuple(ref String, repo Tuple(id Int64, name String, url String), sha String), head Tuple(ref String, repo Tuple(id Int64, name String, url String), sha String), id Int64, number Int64, url String)))') AS p
 SELECT
-  toInt64(r.id) AS id,
-  r.name AS name,
-  r.head_sha AS head_sha,
-  r.head_branch AS head_branch,
-  r.event AS event,
-  r.status AS status,
-  r.conclusion AS conclusion,
-  r.html_url AS html_url,
-  JSONExtractString(w.payload, 'workflow_run', 'artifacts_url') AS artifacts_url,
-  toDateTime64(r.created_at, 9, 'UTC') AS created_at,
-  toDateTime64(r.updated_at, 9, 'UTC') AS updated_at,
-  toDateTime64(r.run_started_at, 9, 'UTC') AS run_started_at,
-  toInt64(r.run_attempt) AS run_attempt,
-  toInt64(r.run_number) AS run_number,
-  toInt64(r.workflow_id) AS workflow_id,
-  CAST(((JSONExtractString(w.payload, 'workflow_run', 'head_commit', 'author', 'email'),
-         JSONExtractString(w.payload, 'workflow_run', 'head_commit', 'author', 'name')),
-        (JSONExtractString(w.payload, 'workflow_run', 'head_commit', 'committer', 'email'),
-         JSONExtractString(w.payload, 'workflow_run', 'head_commit', 'committer', 'name')),
-        JSONExtractString(w.payload, 'workflow_run', 'head_commit', 'id'),
-        JSONExtractString(w.payload, 'workflow_run', 'head_commit', 'message'),
-        parseDateTime64BestEffortOrZero(JSONExtractString(w.payload, 'workflow_run', 'head_commit', 'timestamp'), 9, 'UTC'),
-        JSONExtractString(w.payload, 'workflow_run', 'head_commit', 'tree_id')),
-       'Tuple(author Tuple(email String, name String), committer Tuple(email String, name String), id String, message String, timestamp DateTime64(9, \'UTC\'), tree_id String)') AS head_commit,
-  CAST((r.repository_full_name, splitByChar('/', r.repository_full_name)[2],
-        (JSONExtractString(w.payload, 'workflow_run', 'repository', 'owner', 'login'))),
+  id, name, head_sha, head_branch, event, status, conclusion, html_url,
+  p.artifacts_url AS artifacts_url,
+  toDateTime64(created, 9, 'UTC') AS created_at,
+  toDateTime64(updated, 9, 'UTC') AS updated_at,
+  toDateTime64(started, 9, 'UTC') AS run_started_at,
+  run_attempt, run_number, workflow_id,
+  if(p.head_commit.id = '', CAST((('', ''), ('', ''), head_sha, '', toDateTime64(0, 9, 'UTC'), ''), toTypeName(p.head_commit)),
+     p.head_commit) AS head_commit,
+  CAST((repository_full_name, splitByChar('/', repository_full_name)[2],
+        tuple(if(p.repository.owner.login = '', splitByChar('/', repository_full_name)[1], p.repository.owner.login))),
        'Tuple(full_name String, name String, owner Tuple(login String))') AS repository,
-  CAST((r.head_repository_full_name, splitByChar('/', r.head_repository_full_name)[2],
-        (JSONExtractString(w.payload, 'workflow_run', 'head_repository', 'owner', 'login'))),
+  CAST((head_repository_full_name, splitByChar('/', head_repository_full_name)[2],
+        tuple(if(p.head_repository.owner.login = '', splitByChar('/', head_repository_full_name)[1], p.head_repository.owner.login))),
        'Tuple(full_name String, name String, owner Tuple(login String))') AS head_repository,
-  JSONExtract(JSONExtractRaw(w.payload, 'workflow_run', 'actor'), 'Tuple(id Int64, login String, type String)') AS actor,
-  JSONExtract(JSONExtractRaw(w.payload, 'workflow_run', 'triggering_actor'), 'Tuple(id Int64, login String, type String)') AS triggering_actor,
-  JSONExtract(JSONExtractRaw(w.payload, 'workflow_run', 'pull_requests'),
-              'Array(Tuple(base Tuple(ref String, repo Tuple(id Int64, name String, url String), sha String), head Tuple(ref String, repo Tuple(id Int64, name String, url String), sha String), id Int64, number Int64, url String))') AS pull_requests,
-  concat(r.repository_full_name, '/', toString(r.id)) AS dynamoKey
-FROM (SELECT * FROM workflow_run FINAL ORDER BY id, run_attempt DESC LIMIT 1 BY id) AS r
-LEFT JOIN (SELECT delivery_id, any(payload) AS payload FROM webhook_deliveries FINAL WHERE event = 'workflow_run' GROUP BY delivery_id) AS w
-  ON w.delivery_id = r.delivery_id
-UNION ALL
--- The downstream runs relay's jobs belong to (no workflow_run webhook of
--- theirs reaches relay): one row per run, from its jobs' latest attempt.
-SELECT
-  toInt64OrZero(c.run_id) AS id,
-  c.workflow_name AS name,
-  c.head_sha AS head_sha,
-  '' AS head_branch,
-  c.event_type AS event,
-  if(c.completed, 'completed', 'in_progress') AS status,
-  if(c.completed, c.conclusion, '') AS conclusion,
-  c.workflow_run_url AS html_url,
-  '' AS artifacts_url,
-  toDateTime64(c.created, 9, 'UTC') AS created_at,
-  toDateTime64(c.updated, 9, 'UTC') AS updated_at,
-  toDateTime64(c.started, 9, 'UTC') AS run_started_at,
-  toInt64(c.attempt) AS run_attempt,
-  toInt64(0) AS run_number,
-  toInt64(0) AS workflow_id,
-  CAST((('', ''), ('', ''), c.head_sha, '', toDateTime64(0, 9, 'UTC'), ''),
-       'Tuple(author Tuple(email String, name String), committer Tuple(email String, name String), id String, message String, timestamp DateTime64(9, \'UTC\'), tree_id String)') AS head_commit,
-  CAST((c.downstream_repo, splitByChar('/', c.downstream_repo)[2], tuple(splitByChar('/', c.downstream_repo)[1])),
-       'Tuple(full_name String, name String, owner Tuple(login String))') AS repository,
-  repository AS head_repository,
-  CAST((0, '', ''), 'Tuple(id Int64, login String, type String)') AS actor,
-  actor AS triggering_actor,
-  CAST(if(c.pr_number > 0, [((c.base_ref, (0, '', ''), ''), ('', (0, '', ''), c.head_sha), 0, c.pr_number, '')], []),
-       'Array(Tuple(base Tuple(ref String, repo Tuple(id Int64, name String, url String), sha String), head Tuple(ref String, repo Tuple(id Int64, name String, url String), sha String), id Int64, number Int64, url String))') AS pull_requests,
-  concat(c.downstream_repo, '/', c.run_id) AS dynamoKey
+  p.actor AS actor,
+  p.triggering_actor AS triggering_actor,
+  p.pull_requests AS pull_requests,
+  concat(repository_full_name, '/', toString(id)) AS dynamoKey
 FROM (
+  -- Upstream runs, from workflow_run webhooks; what relay does not type
+  -- comes from the delivery's payload.
   SELECT
-    downstream_repo, run_id,
-    argMax(workflow_name, toUInt32OrZero(run_attempt)) AS workflow_name,
-    argMax(head_sha, toUInt32OrZero(run_attempt)) AS head_sha,
-    argMax(event_type, toUInt32OrZero(run_attempt)) AS event_type,
-    argMax(workflow_run_url, toUInt32OrZero(run_attempt)) AS workflow_run_url,
-    argMax(pr_number, toUInt32OrZero(run_attempt)) AS pr_number,
-    '' AS base_ref,
-    greatest(max(toUInt32OrZero(run_attempt)), 1) AS attempt,
-    min(status = 'completed') = 1 AS completed,
-    if(countIf(conclusion NOT IN ('success', 'skipped', 'neutral')) > 0,
-       argMaxIf(conclusion, completed_at, conclusion NOT IN ('success', 'skipped', 'neutral')), 'success') AS conclusion,
-    min(dispatched_at) AS created,
-    max(greatest(completed_at, started_at, dispatched_at)) AS updated,
-    min(started_at) AS started
-  FROM crcr_workflow_job FINAL
-  WHERE run_id != '' AND toInt64OrZero(run_id) != 0
-  GROUP BY downstream_repo, run_id
-) AS c;
+    toInt64(r.id) AS id, r.name AS name, r.head_sha AS head_sha, r.head_branch AS head_branch, r.event AS event,
+    r.status AS status, r.conclusion AS conclusion, r.html_url AS html_url,
+    r.created_at AS created, r.updated_at AS updated, r.run_started_at AS started,
+    toInt64(r.run_attempt) AS run_attempt, toInt64(r.run_number) AS run_number, toInt64(r.workflow_id) AS workflow_id,
+    r.repository_full_name AS repository_full_name, r.head_repository_full_name AS head_repository_full_name,
+    w.payload AS payload
+  FROM (SELECT * FROM workflow_run FINAL ORDER BY id, run_attempt DESC LIMIT 1 BY id) AS r
+  LEFT JOIN (SELECT delivery_id, any(payload) AS payload FROM webhook_deliveries FINAL
+             WHERE event = 'workflow_run' GROUP BY delivery_id) AS w ON w.delivery_id = r.delivery_id
+  UNION ALL
+  -- The downstream runs relay's jobs ran in (no workflow_run webhook of
+  -- theirs reaches relay): one row per run, from its jobs' latest attempt.
+  SELECT
+    toInt64OrZero(run_id), workflow_name, head_sha, '', event_type,
+    if(completed, 'completed', 'in_progress'), if(completed, conclusion, ''), workflow_run_url,
+    created, updated, started, toInt64(attempt), 0, 0,
+    downstream_repo, downstream_repo,
+    -- The pull request it ran for, as a payload would carry it.
+    if(pr_number > 0, toJSONString(CAST(tuple(tuple([(pr_number, tuple(head_sha))])),
+                                        'Tuple(workflow_run Tuple(pull_requests Array(Tuple(number Int64, head Tuple(sha String)))))')), '')
+  FROM (
+    SELECT
+      downstream_repo, run_id,
+      argMax(workflow_name, toUInt32OrZero(run_attempt)) AS workflow_name,
+      argMax(head_sha, toUInt32OrZero(run_attempt)) AS head_sha,
+      argMax(event_type, toUInt32OrZero(run_attempt)) AS event_type,
+      argMax(workflow_run_url, toUInt32OrZero(run_attempt)) AS workflow_run_url,
+      argMax(pr_number, toUInt32OrZero(run_attempt)) AS pr_number,
+      greatest(max(toUInt32OrZero(run_attempt)), 1) AS attempt,
+      min(status = 'completed') = 1 AS completed,
+      -- The run failed when one of its jobs did: the latest such conclusion.
+      if(countIf(conclusion NOT IN ('success', 'skipped', 'neutral')) > 0,
+         argMaxIf(conclusion, completed_at, conclusion NOT IN ('success', 'skipped', 'neutral')), 'success') AS conclusion,
+      min(dispatched_at) AS created,
+      max(greatest(completed_at, started_at, dispatched_at)) AS updated,
+      min(started_at) AS started
+    FROM crcr_workflow_job FINAL
+    WHERE toInt64OrZero(run_id) != 0
+    GROUP BY downstream_repo, run_id
+  )
+);
 
 -- Pushes, one row per delivery (the HUD reads push without FINAL).
 CREATE OR REPLACE VIEW default.push AS
-SELECT
-  JSONExtractString(payload, 'ref') AS ref,
-  JSONExtractString(payload, 'before') AS before,
-  JSONExtractString(payload, 'after') AS after,
-  JSONExtractBool(payload, 'forced') AS forced,
-  CAST((JSONExtractString(payload, 'head_commit', 'id'),
-        JSONExtractString(payload, 'head_commit', 'message'),
-        parseDateTime64BestEffortOrZero(JSONExtractString(payload, 'head_commit', 'timestamp'), 9, 'UTC'),
-        JSONExtractString(payload, 'head_commit', 'tree_id'),
-        (JSONExtractString(payload, 'head_commit', 'author', 'email'), JSONExtractString(payload, 'head_commit', 'author', 'name'),
-         JSONExtractString(payload, 'head_commit', 'author', 'username'))),
-       'Tuple(id String, message String, timestamp DateTime64(9, \'UTC\'), tree_id String, author Tuple(email String, name String, username String))') AS head_commit,
-  CAST((JSONExtractString(payload, 'repository', 'full_name'), JSONExtractString(payload, 'repository', 'name'),
-        (JSONExtractString(payload, 'repository', 'owner', 'name'), JSONExtractString(payload, 'repository', 'owner', 'login'))),
-       'Tuple(full_name String, name String, owner Tuple(name String, login String))') AS repository,
-  delivery_id AS dynamoKey
+WITH JSONExtract(payload,
+  'Tuple(ref String, before String, after String, forced Bool,
+         head_commit Tuple(id String, message String, timestamp DateTime64(9, \'UTC\'), tree_id String, author Tuple(email String, name String, username String)),
+         repository Tuple(full_name String, name String, owner Tuple(name String, login String)))') AS p
+SELECT p.ref AS ref, p.before AS before, p.after AS after, p.forced AS forced, p.head_commit AS head_commit,
+       p.repository AS repository, delivery_id AS dynamoKey
 FROM webhook_deliveries FINAL
 WHERE event = 'push';
 
 -- Pull requests, one row per (repository, number): the newest delivery.
 CREATE OR REPLACE VIEW default.pull_request AS
-SELECT
-  JSONExtractInt(payload, 'pull_request', 'number') AS number,
-  JSONExtractString(payload, 'pull_request', 'title') AS title,
-  JSONExtractString(payload, 'pull_request', 'state') AS state,
-  JSONExtractString(payload, 'pull_request', 'html_url') AS html_url,
-  JSONExtractString(payload, 'pull_request', 'created_at') AS created_at,
-  JSONExtractString(payload, 'pull_request', 'updated_at') AS updated_at,
-  JSONExtractString(payload, 'pull_request', 'closed_at') AS closed_at,
-  JSONExtractString(payload, 'pull_request', 'merged_at') AS merged_at,
-  JSONExtract(JSONExtractRaw(payload, 'pull_request', 'labels'), 'Array(Tuple(name String))') AS labels,
-  CAST((JSONExtractString(payload, 'pull_request', 'head', 'ref'), JSONExtractString(payload, 'pull_request', 'head', 'sha')),
-       'Tuple(ref String, sha String)') AS head,
-  CAST((JSONExtractString(payload, 'pull_request', 'base', 'ref'), JSONExtractString(payload, 'pull_request', 'base', 'sha')),
-       'Tuple(ref String, sha String)') AS base,
-  CAST(tuple(JSONExtractString(payload, 'pull_request', 'user', 'login')), 'Tuple(login String)') AS user,
-  repo AS repository_full_name,
-  concat(repo, '/', toString(number)) AS dynamoKey
+WITH JSONExtract(payload, 'pull_request',
+  'Tuple(number Int64, title String, state String, html_url String, created_at String, updated_at String,
+         closed_at String, merged_at String, labels Array(Tuple(name String)), head Tuple(ref String, sha String),
+         base Tuple(ref String, sha String), user Tuple(login String))') AS p
+SELECT p.number AS number, p.title AS title, p.state AS state, p.html_url AS html_url, p.created_at AS created_at,
+       p.updated_at AS updated_at, p.closed_at AS closed_at, p.merged_at AS merged_at, p.labels AS labels,
+       p.head AS head, p.base AS base, p.user AS user,
+       repo AS repository_full_name, concat(repo, '/', toString(number)) AS dynamoKey
 FROM webhook_deliveries FINAL
 WHERE event = 'pull_request'
 ORDER BY received_at_ms DESC
-LIMIT 1 BY repo, JSONExtractInt(payload, 'pull_request', 'number');
+LIMIT 1 BY repo, number;
 
 -- Issues, one row per (repository, number): the newest delivery.
 CREATE OR REPLACE VIEW default.issues AS
-SELECT
-  JSONExtractInt(payload, 'issue', 'number') AS number,
-  JSONExtractString(payload, 'issue', 'title') AS title,
-  JSONExtractString(payload, 'issue', 'state') AS state,
-  JSONExtractString(payload, 'issue', 'html_url') AS html_url,
-  JSONExtractString(payload, 'issue', 'body') AS body,
-  JSONExtractString(payload, 'issue', 'created_at') AS created_at,
-  JSONExtractString(payload, 'issue', 'updated_at') AS updated_at,
-  JSONExtractString(payload, 'issue', 'closed_at') AS closed_at,
-  CAST(tuple(JSONExtractString(payload, 'issue', 'assignee', 'login')), 'Tuple(login String)') AS assignee,
-  JSONExtract(JSONExtractRaw(payload, 'issue', 'labels'), 'Array(Tuple(name String))') AS labels,
-  CAST(tuple(JSONExtractString(payload, 'issue', 'user', 'login')), 'Tuple(login String)') AS user,
-  repo AS repository_full_name,
-  concat(repo, '/', toString(number)) AS dynamoKey
+WITH JSONExtract(payload, 'issue',
+  'Tuple(number Int64, title String, state String, html_url String, body String, created_at String, updated_at String,
+         closed_at String, assignee Tuple(login String), labels Array(Tuple(name String)), user Tuple(login String))') AS i
+SELECT i.number AS number, i.title AS title, i.state AS state, i.html_url AS html_url, i.body AS body,
+       i.created_at AS created_at, i.updated_at AS updated_at, i.closed_at AS closed_at, i.assignee AS assignee,
+       i.labels AS labels, i.user AS user,
+       repo AS repository_full_name, concat(repo, '/', toString(number)) AS dynamoKey
 FROM webhook_deliveries FINAL
 WHERE event = 'issues'
 ORDER BY received_at_ms DESC
-LIMIT 1 BY repo, JSONExtractInt(payload, 'issue', 'number');
+LIMIT 1 BY repo, number;
 
 -- Tests disabled through "DISABLED <test>" issues, as the HUD's
 -- disabled-tests job records them: a row per issues delivery of such an
 -- issue, its platforms from the body's "Platforms: a, b" line (none: all).
 CREATE OR REPLACE VIEW misc.disabled_tests_historical AS
+WITH JSONExtract(payload, 'issue', 'Tuple(number Int64, title String, body String)') AS i
 SELECT
   toDate(received_at) AS day,
   received_at AS timestamp,
-  trim(substring(JSONExtractString(payload, 'issue', 'title'), 10)) AS name,
-  toInt32(JSONExtractInt(payload, 'issue', 'number')) AS issueNumber,
-  arrayFilter(p -> p != '', arrayMap(p -> lower(trim(p)),
-    splitByChar(',', extract(JSONExtractString(payload, 'issue', 'body'), '(?mi)^\\s*platforms:\\s*([^\\r\\n]*)')))) AS platforms
+  trim(substring(i.title, 10)) AS name,
+  toInt32(i.number) AS issueNumber,
+  arrayFilter(x -> x != '', arrayMap(x -> lower(trim(x)), splitByChar(',', extract(i.body, '(?mi)^\\s*platforms:\\s*([^\\r\\n]*)')))) AS platforms
 FROM webhook_deliveries FINAL
-WHERE event = 'issues'
-  AND startsWith(JSONExtractString(payload, 'issue', 'title'), 'DISABLED ');
+WHERE event = 'issues' AND startsWith(i.title, 'DISABLED ');
 
 -- Downstream results as the HUD's crcr_workflow_job.
 CREATE OR REPLACE VIEW default.crcr_workflow_job AS

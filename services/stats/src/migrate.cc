@@ -7,10 +7,10 @@
 #include <map>
 #include <optional>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/ascii.h"
 #include "relay/base/log.h"
 #include "relay/base/status.h"
 #include "relay/stats/sql_files.h"
@@ -168,21 +168,26 @@ absl::StatusOr<MigrateResult> Migrate(const clickhouse::ClientOptions& options, 
   server = std::string(absl::StripAsciiWhitespace(server));
   auto server_version = MajorMinor(server);
   if (!server_version) return absl::InternalError("unreadable ClickHouse version: " + server);
+  // applied_at: the server's clock, so versions of a re-applied row order.
+  auto record = [&](const Migration& m, const std::string& name) {
+    return client
+        ->Query(absl::StrCat("INSERT INTO schema_migrations SELECT ", m.version, ", ", clickhouse::Quote(name), ", ",
+                             clickhouse::Quote(m.checksum), ", now()"))
+        .status();
+  };
   for (const Migration& m : migrations) {
-    auto done = ledger.find(m.version);
     if (m.version > target) continue;
-    bool was_skipped = done != ledger.end() && Skipped(done->second);
-    if (done != ledger.end() && !was_skipped) continue;
+    auto done = ledger.find(m.version);
+    bool skipped_before = done != ledger.end() && Skipped(done->second);
+    if (done != ledger.end() && !skipped_before) continue;  // applied
+    result.to = std::max(result.to, m.version);
     if (*server_version < m.requires_server) {
-      if (was_skipped) continue;  // still too old: it stays skipped
+      if (skipped_before) continue;  // the server is still too old
       std::string why = absl::StrCat("needs ClickHouse >= ", m.requires_server.first, ".", m.requires_server.second,
                                      ", the server is ", server);
-      RELAY_RETURN_IF_ERROR(client->Query(absl::StrCat(
-          "INSERT INTO schema_migrations SELECT ", m.version, ", ", clickhouse::Quote(m.name + kSkippedMark + why + "]"),
-          ", ", clickhouse::Quote(m.checksum), ", now()")).status());
+      RELAY_RETURN_IF_ERROR(record(m, m.name + kSkippedMark + why + "]"));
       log::Warn("migration skipped", {{"migration", m.name}, {"reason", why}});
       result.skipped.push_back(m.name + ": " + why);
-      result.to = std::max(result.to, m.version);
       continue;
     }
     for (size_t i = 0; i < m.statements.size(); ++i) {
@@ -191,13 +196,9 @@ absl::StatusOr<MigrateResult> Migrate(const clickhouse::ClientOptions& options, 
         return absl::Status(st.status().code(), absl::StrCat(m.name, ", statement ", i + 1, ": ", st.status().message()));
       }
     }
-    // applied_at: the server's clock, so versions of a re-applied row order.
-    RELAY_RETURN_IF_ERROR(client->Query(absl::StrCat(
-        "INSERT INTO schema_migrations SELECT ", m.version, ", ", clickhouse::Quote(m.name), ", ",
-        clickhouse::Quote(m.checksum), ", now()")).status());
+    RELAY_RETURN_IF_ERROR(record(m, m.name));
     log::Info("migration applied", {{"migration", m.name}, {"statements", static_cast<int64_t>(m.statements.size())}});
     result.applied.push_back(m.name);
-    result.to = std::max(result.to, m.version);
   }
   return result;
 }

@@ -1,6 +1,5 @@
 #include "relay/stats/stats_service.h"
 
-#include <optional>
 #include <atomic>
 #include <fstream>
 #include <mutex>
@@ -104,6 +103,7 @@ class StatsService final : public service::Service {
     RELAY_ASSIGN_OR_RETURN(writer_, clickhouse::Client::New(s.clickhouse));
     RELAY_ASSIGN_OR_RETURN(refresher_, clickhouse::Client::New(s.clickhouse));
     RELAY_ASSIGN_OR_RETURN(checker_, clickhouse::Client::New(s.clickhouse));
+    RELAY_ASSIGN_OR_RETURN(snapshotter_, clickhouse::Client::New(s.clickhouse));
 
     kafka::ConsumerOptions co;
     co.bootstrap = s.kafka.bootstrap;
@@ -131,6 +131,7 @@ class StatsService final : public service::Service {
     });
     runtime.Every(5s, [this] { CheckClickHouse(); });
     runtime.Every(s.rollup_interval, [this] { RefreshRollups(); });
+    runtime.Every(s.queue_snapshot_interval, [this] { SnapshotQueueTimes(); });
 
     kafka::BatchOptions batches;
     batches.max_records = s.batch_rows;
@@ -214,12 +215,8 @@ class StatsService final : public service::Service {
 
   // --- periodic (host threads) ---------------------------------------------
 
-  // On the rollup thread, as the rollups: one ClickHouse client, in turn.
-  void SnapshotQueueTimesIfDue() {
-    auto now = std::chrono::steady_clock::now();
-    if (last_queue_snapshot_ && now - *last_queue_snapshot_ < settings_.queue_snapshot_interval) return;
-    last_queue_snapshot_ = now;
-    auto r = SnapshotQueueTimes(*refresher_);
+  void SnapshotQueueTimes() {
+    auto r = stats::SnapshotQueueTimes(*snapshotter_);
     if (!r.ok()) {
       errors_.Add({{"code", ErrorLabel(r.status())}, {"op", "queue_snapshot"}}).Increment();
       log::Warn("queue-time snapshot failed; taken again next interval", {{"error", std::string(r.status().message())}});
@@ -241,7 +238,6 @@ class StatsService final : public service::Service {
     }
     rollups_.Increment(r->windows);
     rollups_pending_.Set(static_cast<double>(r->pending + r->failed));
-    SnapshotQueueTimesIfDue();
     // Superseded snapshot rows, once some window was recomputed since the
     // last prune, at most every snapshot_prune_interval (mutations rewrite
     // parts: not once per window).
@@ -299,8 +295,9 @@ class StatsService final : public service::Service {
   const Clock* clock_;
   std::unique_ptr<kafka::Producer> producer_;
   std::unique_ptr<kafka::Consumer> consumer_;
-  // One client per thread that uses one (a Client is one connection).
-  std::unique_ptr<clickhouse::Client> writer_, refresher_, checker_;
+  // One client per thread that uses one (a Client is one connection): the
+  // consumer's, the rollups', the readiness check's, the queue snapshot's.
+  std::unique_ptr<clickhouse::Client> writer_, refresher_, checker_, snapshotter_;
   std::thread consumer_thread_;
   std::atomic<bool> stopping_{false};
   Rows rows_;  // consumer thread only
@@ -318,7 +315,6 @@ class StatsService final : public service::Service {
   prometheus::Counter& rollups_;
   prometheus::Gauge& rollups_pending_;
   prometheus::Counter& prunes_;
-  std::optional<std::chrono::steady_clock::time_point> last_queue_snapshot_;  // rollup thread only
   int64_t computed_since_prune_ = 0;  // host task thread (RefreshRollups) only
   std::chrono::steady_clock::time_point last_prune_{};
   prometheus::Gauge& schema_version_;
