@@ -78,6 +78,27 @@ TEST(DevUpE2E, UpDrivesRealWebhooksIntoTheTopicStatusAndDown) {
   EXPECT_THAT(status, HasSubstr("TEST_REPORT_URL=http://127.0.0.1:"));
   EXPECT_THAT(status, ::testing::ContainsRegex("COLLECTOR_GRPC=127.0.0.1:[1-9]"));
   EXPECT_THAT(status, HasSubstr("OIDC_JWKS_FILE="));
+  EXPECT_THAT(status, HasSubstr("HUD_URL=http://127.0.0.1:"));
+  // up's summary ends with the HUD to open.
+  EXPECT_THAT(out, ::testing::ContainsRegex("open HUD_URL=http://127.0.0.1:[0-9]+/hud\n$"));
+
+  // relay's CI HUD in a real browser (Debian's Chromium, headless) over the
+  // stack's data: every page, the grid cell by cell against ClickHouse, the
+  // charts' points, a silent console, bad parameters never a 500; and the
+  // README's screenshots.
+  {
+    auto value = [&](const std::string& key) {
+      auto p = status.find(key + "=");
+      return p == std::string::npos ? std::string() : status.substr(p + key.size() + 1, status.find('\n', p) - p - key.size() - 1);
+    };
+    std::string browser;
+    int brc = testing::RunCommand("/usr/bin/python3 " + root + "/tests/hud/browser_test.py --hud '" + value("HUD_URL") +
+                                      "' --clickhouse '" + value("CLICKHOUSE_URL") + "' --screenshots '" + dev_dir +
+                                      "/hud-screenshots' 2>&1",
+                                  &browser);
+    EXPECT_EQ(brc, 0) << browser;
+    EXPECT_THAT(browser, ::testing::ContainsRegex("browser test: [1-9][0-9]* passed, 0 failed"));
+  }
   auto pos = status.find("INTAKE_URL=http://127.0.0.1:");
   ASSERT_NE(pos, std::string::npos) << status;
   uint16_t port = static_cast<uint16_t>(std::stoi(status.substr(pos + 28)));

@@ -1,9 +1,11 @@
 -- Test file durations per downstream repo over the last {days} days, for sharding: time per job run of each file, in seconds.
 -- param: repo String
 -- param: days UInt32 7
+-- param: file String
 --
 -- From the test_file_daily rollup. per_run_s: the file's total test time
--- divided by the reports (job runs) it appeared in. repo '' = all.
+-- divided by the reports (job runs) it appeared in. repo '' = all,
+-- file '' = every file.
 SELECT
     repo,
     file,
@@ -15,5 +17,6 @@ SELECT
 FROM test_file_daily FINAL
 WHERE day >= today() - {days:UInt32}
   AND ({repo:String} = '' OR repo = {repo:String})
+  AND ({file:String} = '' OR file = {file:String})
 GROUP BY repo, file
 ORDER BY repo, per_run_s DESC, file

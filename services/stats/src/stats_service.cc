@@ -14,6 +14,7 @@
 #include "prometheus/histogram.h"
 #include "relay/base/log.h"
 #include "relay/base/status.h"
+#include "relay/stats/hud/hud_server.h"
 #include "relay/stats/migrate.h"
 #include "relay/stats/rollups.h"
 
@@ -104,6 +105,13 @@ class StatsService final : public service::Service {
     RELAY_ASSIGN_OR_RETURN(refresher_, clickhouse::Client::New(s.clickhouse));
     RELAY_ASSIGN_OR_RETURN(checker_, clickhouse::Client::New(s.clickhouse));
     RELAY_ASSIGN_OR_RETURN(snapshotter_, clickhouse::Client::New(s.clickhouse));
+    hud::HudOptions hud_options;
+    hud_options.clickhouse = s.clickhouse;
+    hud_options.clickhouse.timeout = s.hud_timeout;
+    hud_options.clickhouse.max_attempts = 1;  // the reader reloads; retries would only hold a thread
+    hud_options.threads = s.hud_threads;
+    hud_ = std::make_unique<hud::HudServer>(std::move(hud_options), metrics);
+    hud_->AddRoutes(runtime.router());
 
     kafka::ConsumerOptions co;
     co.bootstrap = s.kafka.bootstrap;
@@ -298,6 +306,7 @@ class StatsService final : public service::Service {
   // One client per thread that uses one (a Client is one connection): the
   // consumer's, the rollups', the readiness check's, the queue snapshot's.
   std::unique_ptr<clickhouse::Client> writer_, refresher_, checker_, snapshotter_;
+  std::unique_ptr<hud::HudServer> hud_;  // its pages run on threads of their own
   std::thread consumer_thread_;
   std::atomic<bool> stopping_{false};
   Rows rows_;  // consumer thread only
@@ -357,6 +366,8 @@ absl::StatusOr<StatsSettings> LoadSettings(Config& config, const service::Common
   s.rollup_window_interval = config.Duration("stats.rollup_window_interval", 60s, 0ms, 24h);
   s.queue_snapshot_interval = config.Duration("stats.queue_snapshot_interval", 5min, 1s, 24h);
   s.snapshot_prune_interval = config.Duration("stats.snapshot_prune_interval", 10min, 1s, 24h);
+  s.hud_threads = static_cast<int>(config.Int("stats.hud_threads", 4, 1, 64));
+  s.hud_timeout = config.Duration("stats.hud_timeout", 30s, 1s, 10min);
   // Input topics (defaults: the suite's names); their DLQs are <topic>.dlq.
   for (auto [key, topic] : {std::pair{"webhooks", &s.topics.webhooks}, std::pair{"dispatches", &s.topics.dispatches},
                             std::pair{"outcomes", &s.topics.outcomes}, std::pair{"results", &s.topics.results},

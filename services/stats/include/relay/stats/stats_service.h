@@ -10,6 +10,7 @@
 // retries the batch after a backoff (the tables make repeats harmless). A
 // record that cannot be converted goes to <topic>.dlq with the reason.
 // A periodic refresher recomputes the rollup windows that were marked.
+// The CI HUD's read-only pages are served under /hud (hud/pages.h).
 #pragma once
 
 #include <chrono>
@@ -36,6 +37,8 @@ struct StatsSettings {
   std::chrono::milliseconds rollup_window_interval{60'000};  // one window recomputed at most this often
   std::chrono::milliseconds queue_snapshot_interval{300'000};  // the HUD's queue-time snapshot, this often
   std::chrono::milliseconds snapshot_prune_interval{600'000};  // superseded snapshot rows removed at most this often
+  int hud_threads = 4;                               // HUD pages rendered at once (hud/hud_server.h)
+  std::chrono::milliseconds hud_timeout{30'000};     // a HUD page's ClickHouse queries, each
 };
 
 // clickhouse.* keys (shared by the service and its subcommands).

@@ -1,0 +1,42 @@
+-- The commit grid's rows: a page of upstream commits relay dispatched, newest first, with their PRs, events and branches.
+-- param: upstream_repo String
+-- param: branch String
+-- param: pr Int64 0
+-- param: offset UInt32 0
+-- param: limit UInt32 20
+--
+-- A commit is an (upstream_repo, head_sha) pair of relay's dispatches,
+-- ordered by its first dispatch. branch: the pushed branch (push) or the
+-- PR's head branch (pull_request), read from the upstream webhook relay
+-- received ('' when that delivery is not in webhook_deliveries); the filter
+-- matches any of the commit's branches. pr: one PR number, 0 = any.
+-- commit_grid_cells gives the cells of these rows.
+SELECT
+    upstream_repo,
+    head_sha,
+    min(dispatched_at) AS first_dispatched_at,
+    arrayFilter(n -> n > 0, groupUniqArray(pr_number)) AS pr_numbers,
+    groupUniqArray(event) AS events,
+    arrayFilter(b -> b != '', groupUniqArray(branch)) AS branches,
+    uniqExact(downstream_repo) AS downstream_repos
+FROM
+(
+    SELECT upstream_repo, head_sha, downstream_repo, dispatched_at, pr_number, event, delivery_id
+    FROM dispatches FINAL
+    WHERE head_sha != ''
+      AND ({upstream_repo:String} = '' OR upstream_repo = {upstream_repo:String})
+) AS d
+ANY LEFT JOIN
+(
+    SELECT delivery_id,
+           replaceRegexpOne(any(visitParamExtractString(payload, 'ref')), '^refs/heads/', '') AS branch
+    FROM webhook_deliveries
+    WHERE event IN ('push', 'pull_request')
+      AND ({upstream_repo:String} = '' OR repo = {upstream_repo:String})
+    GROUP BY delivery_id
+) AS refs USING delivery_id
+GROUP BY upstream_repo, head_sha
+HAVING ({branch:String} = '' OR has(branches, {branch:String}))
+   AND ({pr:Int64} = 0 OR has(pr_numbers, {pr:Int64}))
+ORDER BY first_dispatched_at DESC, upstream_repo, head_sha
+LIMIT {offset:UInt32}, {limit:UInt32}

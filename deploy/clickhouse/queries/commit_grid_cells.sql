@@ -1,0 +1,54 @@
+-- The commit grid's cells: for the given upstream commits, each downstream repo dispatched to, at its level, and its jobs' results.
+-- param: upstream_repo String
+-- param: shas String
+--
+-- shas: head SHAs, comma-separated (the ones commit_grid returned). One row
+-- per job attempt of crcr_workflow_job; a repo dispatched to that has no job
+-- yet: one row with job_id ''. level: the highest the repo had at this
+-- commit's dispatches. duration_s: started to completed (0 until both are
+-- known).
+SELECT
+    upstream_repo,
+    head_sha,
+    downstream_repo,
+    level,
+    job_id,
+    workflow_name,
+    job_name,
+    run_attempt,
+    status,
+    conclusion,
+    timed_out_by_sweeper,
+    run_url,
+    duration_s,
+    failed_tests
+FROM
+(
+    SELECT upstream_repo, head_sha, downstream_repo, max(level) AS level
+    FROM dispatches FINAL
+    WHERE has(splitByChar(',', {shas:String}), head_sha)
+      AND ({upstream_repo:String} = '' OR upstream_repo = {upstream_repo:String})
+    GROUP BY upstream_repo, head_sha, downstream_repo
+) AS targets
+ALL LEFT JOIN
+(
+    SELECT
+        upstream_repo,
+        head_sha,
+        downstream_repo,
+        id AS job_id,
+        workflow_name,
+        job_name,
+        run_attempt,
+        status,
+        conclusion,
+        timed_out_by_sweeper,
+        workflow_run_url AS run_url,
+        if(started_at > toDateTime(0) AND completed_at >= started_at,
+           toInt64(completed_at) - toInt64(started_at), 0) AS duration_s,
+        failed_tests
+    FROM crcr_workflow_job FINAL
+    WHERE has(splitByChar(',', {shas:String}), head_sha)
+      AND ({upstream_repo:String} = '' OR upstream_repo = {upstream_repo:String})
+) AS jobs USING (upstream_repo, head_sha, downstream_repo)
+ORDER BY head_sha, level DESC, downstream_repo, job_name, run_attempt, job_id
