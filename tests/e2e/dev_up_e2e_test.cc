@@ -54,6 +54,12 @@ TEST(DevUpE2E, UpDrivesRealWebhooksIntoTheTopicStatusAndDown) {
   EXPECT_THAT(out, HasSubstr("ok   crcr_hud_results (one row by hand)"));
   EXPECT_THAT(out, HasSubstr("ok   flaky_tests/ind_info (one row by hand)"));
   EXPECT_THAT(out, HasSubstr(" 0 failed"));
+  // relay's Grafana dashboards: every panel's SQL on this data, every
+  // metric their PromQL reads present in the services' /metrics.
+  EXPECT_THAT(out, HasSubstr("ok   PromQL: promtool parses all"));
+  EXPECT_THAT(out, HasSubstr("ok   relay-health.json metrics 'GitHub budget'"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("check-dashboards: [1-9][0-9]* of [0-9]+ ClickHouse queries returned rows"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("check-dashboards: took [0-9.]+s; [1-9][0-9]* passed, 0 failed"));
   // relay-lifecycle: the runner pool follows the workflow_job webhooks up
   // to its max and back to zero; a real Ray cluster runs a real Ray job.
   EXPECT_THAT(out, HasSubstr("3 jobs queued     -> 3 runners wanted, 3 runner processes"));

@@ -273,6 +273,11 @@ def test_page(driver, c, ch, hud, href):
     c.check(runs == min(total, 500), f"test {classname}.{name}: {runs} runs listed", f"ClickHouse has {total}")
     c.check(bool(driver.find_elements(By.CSS_SELECTOR, "table.files tbody tr")),
             f"test {classname}.{name}: its file's durations")
+    # By name alone the page finds the test's file and class (one here).
+    title = driver.title
+    load(driver, c, f"{hud}/test?name={urllib.parse.quote(name)}", "a test's history by name alone")
+    c.check(driver.title == title and len(driver.find_elements(By.CSS_SELECTOR, "table.runs tbody tr")) == runs,
+            f"test {name} by name alone: the same page", f"{driver.title!r} vs {title!r}")
 
 
 def cost_page(driver, c, ch, hud):

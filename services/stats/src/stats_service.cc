@@ -99,6 +99,16 @@ class StatsService final : public service::Service {
 
   absl::Status Init(service::Runtime& runtime) {
     const StatsSettings& s = settings_;
+    // Every series a dashboard or alert reads exists from the start, at 0
+    // (a counter that appears only with its first error cannot be told
+    // apart from a missing scrape): errors by operation, poison by input.
+    for (const char* op : {"insert", "mark", "queue_snapshot", "rollup", "prune", "check"}) {
+      errors_.Add({{"code", ""}, {"op", op}});
+    }
+    for (const std::string* t : {&s.topics.webhooks, &s.topics.dispatches, &s.topics.outcomes, &s.topics.results,
+                                 &s.topics.test_reports, &s.topics.cluster_events}) {
+      poison_.Add({{"topic", *t}});
+    }
     auto& metrics = runtime.metrics();
     RELAY_ASSIGN_OR_RETURN(producer_, runtime.factories().producer(s.kafka, &metrics));
     RELAY_ASSIGN_OR_RETURN(writer_, clickhouse::Client::New(s.clickhouse));
@@ -112,6 +122,7 @@ class StatsService final : public service::Service {
     hud_options.threads = s.hud_threads;
     hud_ = std::make_unique<hud::HudServer>(std::move(hud_options), metrics);
     hud_->AddRoutes(runtime.router());
+    RELAY_ASSIGN_OR_RETURN(tier_refresher_, clickhouse::Client::New(s.clickhouse));
 
     kafka::ConsumerOptions co;
     co.bootstrap = s.kafka.bootstrap;
@@ -140,6 +151,7 @@ class StatsService final : public service::Service {
     runtime.Every(5s, [this] { CheckClickHouse(); });
     runtime.Every(s.rollup_interval, [this] { RefreshRollups(); });
     runtime.Every(s.queue_snapshot_interval, [this] { SnapshotQueueTimes(); });
+    runtime.Every(hud_->tier_report_ttl() / 2, [this] { hud_->RefreshTierReport(*tier_refresher_); });
 
     kafka::BatchOptions batches;
     batches.max_records = s.batch_rows;
@@ -307,6 +319,7 @@ class StatsService final : public service::Service {
   // consumer's, the rollups', the readiness check's, the queue snapshot's.
   std::unique_ptr<clickhouse::Client> writer_, refresher_, checker_, snapshotter_;
   std::unique_ptr<hud::HudServer> hud_;  // its pages run on threads of their own
+  std::unique_ptr<clickhouse::Client> tier_refresher_;  // the HUD's tier report, in the background
   std::thread consumer_thread_;
   std::atomic<bool> stopping_{false};
   Rows rows_;  // consumer thread only

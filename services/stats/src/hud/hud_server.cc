@@ -62,6 +62,7 @@ HudServer::HudServer(HudOptions options, prometheus::Registry& metrics)
                    .Name("relay_stats_hud_page_seconds")
                    .Help("Time to render a HUD page (its ClickHouse queries included), by page")
                    .Register(metrics)),
+      tiers_(options_.tier_report_ttl),
       pool_(static_cast<size_t>(options_.threads)) {}
 
 HudServer::~HudServer() { pool_.join(); }
@@ -75,6 +76,12 @@ void HudServer::AddRoutes(http::Router& router) {
     if (page.path == "/hud") router.Add(bhttp::verb::get, "/hud/", handler);  // as typed
   }
   for (const HudAsset& asset : HudAssets()) AddAsset(router, asset);
+}
+
+void HudServer::RefreshTierReport(clickhouse::Client& client) {
+  if (auto st = tiers_.Refresh(client); !st.ok()) {
+    log::Warn("hud: tier report not refreshed", {{"error", st.ToString()}});
+  }
 }
 
 void HudServer::Serve(const PageRoute& page, http::Request&& request, http::Responder responder) {
@@ -103,7 +110,8 @@ http::Response HudServer::Render(const PageRoute& page, const http::Request& req
   for (auto p : url->params()) params[std::string(p.key)] = std::string(p.value);  // decoded; the last wins
   auto client = Acquire();
   if (!client) return ErrorPage(503, "Unavailable", "No ClickHouse client could be made (see relay-stats' log).");
-  absl::StatusOr<std::string> html = page.render(params, *client);
+  PageContext ctx{*client, tiers_};
+  absl::StatusOr<std::string> html = page.render(params, ctx);
   Release(std::move(client));
   if (html.ok()) return Html(200, std::move(*html));
   const absl::Status& st = html.status();

@@ -66,8 +66,9 @@ std::string Link(absl::string_view href, absl::string_view text) {
   return absl::StrCat("<a href=\"", href, "\">", Escape(text), "</a>");
 }
 std::string RepoLink(absl::string_view repo) { return Link(absl::StrCat("/hud/repo?name=", UrlEncode(repo)), repo); }
-std::string TestLink(absl::string_view classname, absl::string_view name) {
-  return Link(absl::StrCat("/hud/test?name=", UrlEncode(name), "&amp;classname=", UrlEncode(classname)),
+std::string TestLink(absl::string_view file, absl::string_view classname, absl::string_view name) {
+  return Link(absl::StrCat("/hud/test?name=", UrlEncode(name), "&amp;classname=", UrlEncode(classname),
+                           "&amp;file=", UrlEncode(file)),
               classname.empty() ? std::string(name) : absl::StrCat(classname, ".", name));
 }
 
@@ -132,7 +133,8 @@ absl::StatusOr<std::string> TextParam(const Params& params, absl::string_view ke
 
 // ---- the commit grid ----
 
-absl::StatusOr<std::string> CommitGridPage(const Params& params, clickhouse::Client& client) {
+absl::StatusOr<std::string> CommitGridPage(const Params& params, PageContext& ctx) {
+  clickhouse::Client& client = ctx.client;
   RELAY_ASSIGN_OR_RETURN(std::string upstream, RepoParam(params, "upstream", false));
   RELAY_ASSIGN_OR_RETURN(std::string branch, TextParam(params, "branch", 255, false));
   RELAY_ASSIGN_OR_RETURN(int64_t pr, IntParam(params, "pr", 0, 1, 999'999'999));
@@ -257,9 +259,28 @@ absl::StatusOr<std::string> CommitGridPage(const Params& params, clickhouse::Cli
 
 // ---- tier verdicts (the repo page and the tier page) ----
 
-namespace {
+absl::StatusOr<std::vector<TierVerdict>> TierCache::Get(clickhouse::Client& client) {
+  std::lock_guard lock(mu_);
+  auto now = std::chrono::steady_clock::now();
+  if (!report_ || now - computed_at_ >= ttl_) {
+    RELAY_ASSIGN_OR_RETURN(auto report, TierReport(client));
+    report_ = std::move(report);
+    computed_at_ = now;
+  }
+  return *report_;
+}
 
-absl::StatusOr<std::vector<TierVerdict>> Tiers(clickhouse::Client& client) { return TierReport(client); }
+absl::Status TierCache::Refresh(clickhouse::Client& client) {
+  // Computed outside the lock: pages keep reading the previous report.
+  auto start = std::chrono::steady_clock::now();
+  RELAY_ASSIGN_OR_RETURN(auto report, TierReport(client));
+  std::lock_guard lock(mu_);
+  report_ = std::move(report);
+  computed_at_ = start;
+  return absl::OkStatus();
+}
+
+namespace {
 
 std::string Rules(const TierWindow& w) {
   return w.failed_rules.empty() ? "<span class=\"ok\">all hold</span>"
@@ -282,8 +303,8 @@ constexpr const char* kTierHeader =
 
 }  // namespace
 
-absl::StatusOr<std::string> TiersPage(const Params&, clickhouse::Client& client) {
-  RELAY_ASSIGN_OR_RETURN(auto report, Tiers(client));
+absl::StatusOr<std::string> TiersPage(const Params&, PageContext& ctx) {
+  RELAY_ASSIGN_OR_RETURN(auto report, ctx.tiers.Get(ctx.client));
   std::string body = kTierHeader;
   for (const auto& v : report) body += TierRow(v, true);
   body += "</tbody></table>";
@@ -293,11 +314,12 @@ absl::StatusOr<std::string> TiersPage(const Params&, clickhouse::Client& client)
 
 // ---- a downstream repository ----
 
-absl::StatusOr<std::string> RepoPage(const Params& params, clickhouse::Client& client) {
+absl::StatusOr<std::string> RepoPage(const Params& params, PageContext& ctx) {
+  clickhouse::Client& client = ctx.client;
   RELAY_ASSIGN_OR_RETURN(std::string repo, RepoParam(params, "name", true));
   RELAY_ASSIGN_OR_RETURN(int64_t days, IntParam(params, "days", 14, 1, 365));
   if (days != 14 && days != 30) return absl::InvalidArgumentError(Bad("days", "must be 14 or 30"));
-  RELAY_ASSIGN_OR_RETURN(auto report, Tiers(client));
+  RELAY_ASSIGN_OR_RETURN(auto report, ctx.tiers.Get(client));
   auto tier = std::find_if(report.begin(), report.end(), [&](const TierVerdict& v) { return v.repo == repo; });
   if (tier == report.end()) {
     return absl::InvalidArgumentError(Bad("name", absl::StrCat("relay has never dispatched to ", repo)));
@@ -335,7 +357,7 @@ absl::StatusOr<std::string> RepoPage(const Params& params, clickhouse::Client& c
 
   std::vector<std::vector<std::string>> rows;
   for (size_t i = 0; i < flaky.size(); ++i) {
-    rows.push_back({TestLink(flaky.Str(i, "classname"), flaky.Str(i, "name")), Escape(flaky.Str(i, "file")),
+    rows.push_back({TestLink(flaky.Str(i, "file"), flaky.Str(i, "classname"), flaky.Str(i, "name")), Escape(flaky.Str(i, "file")),
                     Escape(flaky.Str(i, "flaky_commits")), Escape(flaky.Str(i, "passed_on_rerun")),
                     Escape(flaky.Str(i, "total_failed")), Escape(flaky.Str(i, "total_runs"))});
   }
@@ -343,7 +365,7 @@ absl::StatusOr<std::string> RepoPage(const Params& params, clickhouse::Client& c
                   Table({"test", "file", "flaky commits", "passed on rerun", "failed", "runs"}, rows, "flaky"));
   rows.clear();
   for (size_t i = 0; i < slow.size(); ++i) {
-    rows.push_back({TestLink(slow.Str(i, "classname"), slow.Str(i, "name")), Escape(slow.Str(i, "file")),
+    rows.push_back({TestLink(slow.Str(i, "file"), slow.Str(i, "classname"), slow.Str(i, "name")), Escape(slow.Str(i, "file")),
                     Escape(slow.Str(i, "mean_s")), Escape(slow.Str(i, "max_s")), Escape(slow.Str(i, "timed_runs"))});
   }
   absl::StrAppend(&body, "<h2>Slowest tests</h2>", Table({"test", "file", "mean s", "max s", "runs"}, rows, "slowest"));
@@ -352,13 +374,40 @@ absl::StatusOr<std::string> RepoPage(const Params& params, clickhouse::Client& c
 
 // ---- a test's history ----
 
-absl::StatusOr<std::string> TestPage(const Params& params, clickhouse::Client& client) {
+absl::StatusOr<std::string> TestPage(const Params& params, PageContext& ctx) {
+  clickhouse::Client& client = ctx.client;
   RELAY_ASSIGN_OR_RETURN(std::string name, TextParam(params, "name", 1000, true));
   RELAY_ASSIGN_OR_RETURN(std::string classname, TextParam(params, "classname", 1000, false));
+  RELAY_ASSIGN_OR_RETURN(std::string file, TextParam(params, "file", 1000, false));
   RELAY_ASSIGN_OR_RETURN(int64_t days, IntParam(params, "days", 30, 1, 90));
   std::string d = absl::StrCat(days);
+  if (file.empty() || classname.empty()) {
+    // test_history needs all three (they pick the table's granules): find
+    // where this name was reported.
+    RELAY_ASSIGN_OR_RETURN(ResultSet where, RunNamed(client, "test_files", {{"name", name}, {"days", d}}));
+    std::vector<std::pair<std::string, std::string>> found;  // file, classname
+    for (size_t i = 0; i < where.size(); ++i) {
+      std::string f = where.Str(i, "file"), c = where.Str(i, "classname");
+      if ((file.empty() || f == file) && (classname.empty() || c == classname)) found.emplace_back(f, c);
+    }
+    if (found.empty()) {
+      return Frame(name, "", absl::StrCat("<p class=\"empty\">No runs of this test in the last ", days, " days.</p>"));
+    }
+    if (found.size() > 1) {
+      std::string list = "<ul class=\"candidates\">";
+      for (const auto& [f, c] : found) absl::StrAppend(&list, "<li>", TestLink(f, c, name), " in ", Escape(f), "</li>");
+      return Frame(name, "", absl::StrCat("<p>This name was reported in ", found.size(),
+                                          " files or classes; pick one:</p>", list, "</ul>"));
+    }
+    file = found[0].first;
+    classname = found[0].second;
+  }
   RELAY_ASSIGN_OR_RETURN(ResultSet runs, RunNamed(client, "test_history",
-                                                  {{"name", name}, {"classname", classname}, {"days", d}, {"limit", "500"}}));
+                                                  {{"name", name},
+                                                   {"classname", classname},
+                                                   {"file", file},
+                                                   {"days", d},
+                                                   {"limit", "500"}}));
   std::string title = classname.empty() ? name : absl::StrCat(classname, ".", name);
   if (runs.empty()) {
     return Frame(title, "", absl::StrCat("<p class=\"empty\">No runs of this test in the last ", days, " days.</p>"));
@@ -414,7 +463,8 @@ absl::StatusOr<std::string> TestPage(const Params& params, clickhouse::Client& c
 
 // ---- cluster cost ----
 
-absl::StatusOr<std::string> CostPage(const Params& params, clickhouse::Client& client) {
+absl::StatusOr<std::string> CostPage(const Params& params, PageContext& ctx) {
+  clickhouse::Client& client = ctx.client;
   RELAY_ASSIGN_OR_RETURN(int64_t days, IntParam(params, "days", 30, 1, 365));
   RELAY_ASSIGN_OR_RETURN(std::string team, TextParam(params, "team", 100, false));
   for (char c : team) {

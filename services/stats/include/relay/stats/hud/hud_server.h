@@ -27,6 +27,7 @@ struct HudOptions {
   clickhouse::ClientOptions clickhouse;
   int threads = 4;                  // pages rendered at once
   int max_queued = 64;              // pages waiting for a thread; more are answered 503
+  std::chrono::milliseconds tier_report_ttl{60'000};  // the tier report is recomputed at most this often
 };
 
 class HudServer {
@@ -35,6 +36,10 @@ class HudServer {
   ~HudServer();  // waits for the pages in flight
 
   void AddRoutes(http::Router& router);
+  // Recomputes the tier report the pages show (relay-stats calls it every
+  // half tier_report_ttl from a periodic task, with a client of its own).
+  void RefreshTierReport(clickhouse::Client& client);
+  std::chrono::milliseconds tier_report_ttl() const { return options_.tier_report_ttl; }
 
  private:
   void Serve(const PageRoute& page, http::Request&& request, http::Responder responder);
@@ -48,6 +53,7 @@ class HudServer {
   std::atomic<int> waiting_{0};
   std::mutex clients_mu_;
   std::vector<std::unique_ptr<clickhouse::Client>> clients_;
+  TierCache tiers_;
   boost::asio::thread_pool pool_;
 };
 

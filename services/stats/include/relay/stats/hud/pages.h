@@ -10,7 +10,7 @@
 //                 params: name (required), days (14 or 30)
 //   /hud/tiers    every downstream repo's level and verdict
 //   /hud/test     one test's history across repos and commits, with its
-//                 file's durations        params: name (required), classname, days
+//                 file's durations        params: name (required), classname, file, days
 //   /hud/cost     cluster cost per team and node group    params: days, team
 //
 // A parameter that is malformed, out of range or names nothing relay knows
@@ -18,7 +18,10 @@
 // that matches nothing is an empty page.
 #pragma once
 
+#include <chrono>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,17 +29,43 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "relay/clickhouse/client.h"
+#include "relay/stats/tier_report.h"
 
 namespace relay::stats::hud {
 
-using Params = std::map<std::string, std::string, std::less<>>;
-using PageFn = absl::StatusOr<std::string> (*)(const Params&, clickhouse::Client&);
+// The tier report for every page that shows it: it runs tier_health over
+// every repo twice (14 and 7 days), the slowest part of a repository page,
+// and its verdicts are judged over days. relay-stats refreshes it in the
+// background (Refresh, every half `ttl`); a page computes it itself only
+// when it is missing or older than `ttl` (the others wait for that result).
+// Thread-safe.
+class TierCache {
+ public:
+  explicit TierCache(std::chrono::milliseconds ttl) : ttl_(ttl) {}
+  absl::StatusOr<std::vector<TierVerdict>> Get(clickhouse::Client& client);
+  absl::Status Refresh(clickhouse::Client& client);
 
-absl::StatusOr<std::string> CommitGridPage(const Params& params, clickhouse::Client& client);
-absl::StatusOr<std::string> RepoPage(const Params& params, clickhouse::Client& client);
-absl::StatusOr<std::string> TiersPage(const Params& params, clickhouse::Client& client);
-absl::StatusOr<std::string> TestPage(const Params& params, clickhouse::Client& client);
-absl::StatusOr<std::string> CostPage(const Params& params, clickhouse::Client& client);
+ private:
+  const std::chrono::milliseconds ttl_;
+  std::mutex mu_;
+  std::optional<std::vector<TierVerdict>> report_;
+  std::chrono::steady_clock::time_point computed_at_;
+};
+
+// What a page reads with: its thread's ClickHouse client, the shared tier report.
+struct PageContext {
+  clickhouse::Client& client;
+  TierCache& tiers;
+};
+
+using Params = std::map<std::string, std::string, std::less<>>;
+using PageFn = absl::StatusOr<std::string> (*)(const Params&, PageContext&);
+
+absl::StatusOr<std::string> CommitGridPage(const Params& params, PageContext& ctx);
+absl::StatusOr<std::string> RepoPage(const Params& params, PageContext& ctx);
+absl::StatusOr<std::string> TiersPage(const Params& params, PageContext& ctx);
+absl::StatusOr<std::string> TestPage(const Params& params, PageContext& ctx);
+absl::StatusOr<std::string> CostPage(const Params& params, PageContext& ctx);
 
 struct PageRoute {
   std::string path;   // e.g. "/hud/repo"
