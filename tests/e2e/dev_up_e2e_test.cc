@@ -41,7 +41,10 @@ TEST(DevUpE2E, UpDrivesRealWebhooksIntoTheTopicStatusAndDown) {
   // relay-stats closed the loop: rows in ClickHouse, dashboards read back.
   EXPECT_THAT(out, HasSubstr("applied 0002_rollups.sql"));
   EXPECT_THAT(out, ::testing::ContainsRegex("[1-9][0-9]*\ttest_results"));
-  EXPECT_THAT(out, ::testing::ContainsRegex("329\twebhook_deliveries"));
+  // 329 corpus payloads and 69 of the pytorch/pytorch-shaped sample traffic.
+  EXPECT_THAT(out, HasSubstr("posted 69 pytorch/pytorch-shaped webhooks"));
+  EXPECT_THAT(out, HasSubstr(": 69 accepted"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("398\twebhook_deliveries"));
   EXPECT_THAT(out, ::testing::ContainsRegex("[1-9][0-9]*\tcrcr_workflow_job"));
   EXPECT_THAT(out, HasSubstr("Pass rate per downstream repo"));
   EXPECT_THAT(out, HasSubstr("│ dev-org/l4-cuda"));
@@ -53,6 +56,12 @@ TEST(DevUpE2E, UpDrivesRealWebhooksIntoTheTopicStatusAndDown) {
   EXPECT_THAT(out, HasSubstr("ok   commit_jobs_query (one row by hand)"));
   EXPECT_THAT(out, HasSubstr("ok   crcr_hud_results (one row by hand)"));
   EXPECT_THAT(out, HasSubstr("ok   flaky_tests/ind_info (one row by hand)"));
+  // ... and the ones about pytorch/pytorch's own workflows, over the sample
+  // traffic in its shape.
+  for (const char* q : {"master_commit_red", "tts_avg", "time_to_signal", "queued_jobs", "ttrs_percentiles",
+                        "queue_times_historical", "disabled_tests"}) {
+    EXPECT_THAT(out, HasSubstr(std::string("ok   ") + q + " (one row by hand)")) << q;
+  }
   EXPECT_THAT(out, HasSubstr(" 0 failed"));
   // relay's Grafana dashboards: every panel's SQL on this data, every
   // metric their PromQL reads present in the services' /metrics.
@@ -114,9 +123,10 @@ TEST(DevUpE2E, UpDrivesRealWebhooksIntoTheTopicStatusAndDown) {
   out.clear();
   ASSERT_EQ(testing::RunCommand(root + "/tools/dev up 2>&1", &out), 0) << out;
   EXPECT_THAT(out, HasSubstr("(329 new)"));
-  // 329 corpus payloads a run, plus the 12 workflow_job webhooks the
-  // runner-pool demonstration posts.
-  EXPECT_THAT(out, HasSubstr("holds 670 records"));
+  // 329 corpus payloads a run, the 69 of the sample pytorch/pytorch
+  // traffic (posted after this count), plus the 12 workflow_job webhooks
+  // the runner-pool demonstration posts.
+  EXPECT_THAT(out, HasSubstr("holds 739 records"));
   EXPECT_THAT(out, HasSubstr("fake GitHub received 96 repository_dispatch calls"));
   EXPECT_THAT(out, HasSubstr("canary downstream answered 96 dispatches"));
   EXPECT_THAT(out, HasSubstr("\n0 unexpected answers"));

@@ -190,7 +190,8 @@ def filters_and_paging(driver, c, ch, hud):
         c.check(sorted(s for _, s in page) == sorted(w["head_sha"] for w in want)[:20] and page,
                 f"grid filtered by PR #{n}: exactly its {len(want)} commits")
     branch = ch.rows("SELECT visitParamExtractString(payload, 'ref') AS ref FROM webhook_deliveries "
-                     "WHERE event = 'pull_request' AND ref != '' LIMIT 1")
+                     "WHERE event = 'pull_request' AND ref != '' "
+                     "AND repo IN (SELECT DISTINCT upstream_repo FROM dispatches) ORDER BY delivery_id LIMIT 1")
     if branch:
         b = branch[0]["ref"]
         rows, page = check_grid(driver, c, ch, hud, "?branch=" + urllib.parse.quote(b), f"grid filtered by branch {b}")
