@@ -95,10 +95,11 @@ def browser():
 
 
 def load(driver, c, url, what):
-    """Loads a page; checks its title and that the console stayed silent."""
+    """Loads a page; checks that it is a page of the HUD and not an error
+    page, that every chart was drawn, and that the console stayed silent."""
     driver.get(url)
     # hud.js draws charts on DOMContentLoaded; wait until every canvas is drawn.
-    driver.execute_async_script(
+    drawn = driver.execute_async_script(
         "const done = arguments[arguments.length - 1];"
         "const t0 = Date.now();"
         "(function wait() {"
@@ -108,7 +109,9 @@ def load(driver, c, url, what):
         "  setTimeout(wait, 50);"
         "})();")
     logs = driver.get_log("browser")
-    c.check("relay HUD" in driver.title, f"{what}: loads ({driver.title})", driver.page_source[:300])
+    errors = driver.find_elements(By.CSS_SELECTOR, "p.error")
+    c.check("relay HUD" in driver.title and not errors and drawn, f"{what}: loads ({driver.title})",
+            (errors[0].text if errors else "charts not drawn in 10 s" if not drawn else driver.page_source[:300]))
     c.check(not logs, f"{what}: nothing in the browser console", "; ".join(m["message"] for m in logs[:5]))
 
 
@@ -129,7 +132,7 @@ def grid_matches_clickhouse(driver, c, ch, hud):
     rows, page = check_grid(driver, c, ch, hud)
     want = ch.rows("""
         SELECT upstream_repo, head_sha, min(dispatched_at) AS first
-        FROM dispatches FINAL WHERE head_sha != ''
+        FROM dispatches FINAL WHERE head_sha != '' AND dispatched_at >= now() - 30 * 86400
         GROUP BY upstream_repo, head_sha
         ORDER BY first DESC, upstream_repo, head_sha LIMIT 20""")
     c.check(page == [(w["upstream_repo"], w["head_sha"]) for w in want] and page,
@@ -161,14 +164,14 @@ def grid_matches_clickhouse(driver, c, ch, hud):
                 j = expected.get(jid)
                 ok = ok and j is not None and conclusion == expected_conclusion(j) and \
                     f", {j['failed_tests']} failed tests" in title
+            # A repository dispatched to without a job yet shows a waiting mark.
+            if not expected:
+                ok = ok and bool(td.find_elements(By.CSS_SELECTOR, "span.job.waiting"))
             if not ok:
                 mismatches += 1
                 if mismatches <= 3:
                     print(f"     cell {key}: page {shown}, ClickHouse "
                           f"{ {k: expected_conclusion(v) for k, v in expected.items()} }")
-            # A repository dispatched to without a job yet shows a waiting mark.
-            if not expected:
-                ok = ok and td.find_elements(By.CSS_SELECTOR, "span.job.waiting")
     c.check(cells > 0 and mismatches == 0,
             f"grid: {cells} cells ({job_count} jobs) match ClickHouse job by job (id, conclusion, failed tests)",
             f"{mismatches} cells differ")
@@ -186,9 +189,13 @@ def filters_and_paging(driver, c, ch, hud):
     if pr:
         n = pr[0]["pr_number"]
         rows, page = check_grid(driver, c, ch, hud, f"?pr={n}", f"grid filtered by PR #{n}")
-        want = ch.rows(f"SELECT DISTINCT head_sha FROM dispatches FINAL WHERE pr_number = {int(n)}")
-        c.check(sorted(s for _, s in page) == sorted(w["head_sha"] for w in want)[:20] and page,
-                f"grid filtered by PR #{n}: exactly its {len(want)} commits")
+        want = ch.rows(f"""
+            SELECT upstream_repo, head_sha, min(dispatched_at) AS first FROM dispatches FINAL
+            WHERE head_sha != '' AND dispatched_at >= now() - 30 * 86400
+            GROUP BY upstream_repo, head_sha HAVING has(groupUniqArray(pr_number), {int(n)})
+            ORDER BY first DESC, upstream_repo, head_sha LIMIT 20""")
+        c.check(page == [(w["upstream_repo"], w["head_sha"]) for w in want] and page,
+                f"grid filtered by PR #{n}: exactly its {len(want)} commits, newest first", f"{page} vs {want}")
     branch = ch.rows("SELECT visitParamExtractString(payload, 'ref') AS ref FROM webhook_deliveries "
                      "WHERE event = 'pull_request' AND ref != '' "
                      "AND repo IN (SELECT DISTINCT upstream_repo FROM dispatches) ORDER BY delivery_id LIMIT 1")
@@ -256,12 +263,13 @@ def test_page(driver, c, ch, hud, href):
         return
     load(driver, c, href, "a test's history")
     q = urllib.parse.parse_qs(urllib.parse.urlparse(href).query)
-    name, classname = q["name"][0], q.get("classname", [""])[0]
+    name, classname, file = q["name"][0], q.get("classname", [""])[0], q.get("file", [""])[0]
     want = ch.rows(f"""
         SELECT repo, countIf(outcome = 'passed') AS passed, countIf(outcome IN ('failed', 'error')) AS failed,
                countIf(outcome NOT IN ('passed', 'failed', 'error')) AS skipped
         FROM (SELECT DISTINCT upload_id, seq, idx, repo, outcome FROM test_results
-              WHERE name = {quote(name)} AND classname = {quote(classname)} AND day >= today() - 30)
+              WHERE name = {quote(name)} AND classname = {quote(classname)} AND file = {quote(file)}
+                AND day >= today() - 30)
         GROUP BY repo ORDER BY repo""")
     shown = [[td.text for td in tr.find_elements(By.TAG_NAME, "td")]
              for tr in driver.find_elements(By.CSS_SELECTOR, "table.summary tbody tr")]
@@ -298,6 +306,19 @@ def tiers_page(driver, c, ch, hud):
     shown = {tr.get_attribute("data-repo") for tr in driver.find_elements(By.CSS_SELECTOR, "table.tiers tbody tr")}
     c.check(shown == want, f"tier health: every repository relay dispatched to ({len(want)})",
             f"missing {want - shown}, extra {shown - want}")
+
+
+def reflected_values_stay_text(driver, c, hud):
+    """What a reader typed comes back in the filter form: as text, never as
+    markup (the browser parses the page; no script or element is added)."""
+    hostile = '"><script>document.title="pwned"</script><img src=x onerror=alert(1)>'
+    load(driver, c, hud + "?branch=" + urllib.parse.quote(hostile), "grid with a hostile branch filter")
+    value = driver.find_element(By.CSS_SELECTOR, "form.filters input[name=branch]").get_attribute("value")
+    scripts = [s.get_attribute("src") for s in driver.find_elements(By.TAG_NAME, "script")]
+    c.check(value == hostile and driver.title != "pwned" and not driver.find_elements(By.CSS_SELECTOR, "img") and
+            all(s and "/hud/static/" in s for s in scripts),
+            "a hostile filter value comes back as the input's text, adding no element or script",
+            f"value {value!r}, title {driver.title!r}, scripts {scripts}")
 
 
 def bad_parameters(c, hud):
@@ -347,6 +368,7 @@ def main():
         test_page(driver, c, ch, hud, href)
         tiers_page(driver, c, ch, hud)
         cost_page(driver, c, ch, hud)
+        reflected_values_stay_text(driver, c, hud)
         bad_parameters(c, hud)
     finally:
         driver.quit()

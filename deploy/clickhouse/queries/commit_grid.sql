@@ -2,6 +2,7 @@
 -- param: upstream_repo String
 -- param: branch String
 -- param: pr Int64 0
+-- param: days UInt32 30
 -- param: offset UInt32 0
 -- param: limit UInt32 20
 --
@@ -9,7 +10,9 @@
 -- ordered by its first dispatch. branch: the pushed branch (push) or the
 -- PR's head branch (pull_request), read from the upstream webhook relay
 -- received ('' when that delivery is not in webhook_deliveries); the filter
--- matches any of the commit's branches. pr: one PR number, 0 = any.
+-- matches any of the commit's branches. pr: one PR number, 0 = any. days:
+-- commits first dispatched in the last {days} days (the deliveries read
+-- for their branches: a day more).
 -- commit_grid_cells gives the cells of these rows.
 SELECT
     upstream_repo,
@@ -24,6 +27,7 @@ FROM
     SELECT upstream_repo, head_sha, downstream_repo, dispatched_at, pr_number, event, delivery_id
     FROM dispatches FINAL
     WHERE head_sha != ''
+      AND dispatched_at >= now() - {days:UInt32} * 86400
       AND ({upstream_repo:String} = '' OR upstream_repo = {upstream_repo:String})
 ) AS d
 ANY LEFT JOIN
@@ -32,6 +36,7 @@ ANY LEFT JOIN
            replaceRegexpOne(any(visitParamExtractString(payload, 'ref')), '^refs/heads/', '') AS branch
     FROM webhook_deliveries
     WHERE event IN ('push', 'pull_request')
+      AND received_at >= now() - ({days:UInt32} + 1) * 86400
       AND ({upstream_repo:String} = '' OR repo = {upstream_repo:String})
     GROUP BY delivery_id
 ) AS refs USING delivery_id

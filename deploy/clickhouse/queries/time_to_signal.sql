@@ -24,6 +24,7 @@ FROM
         WHERE status = 'completed'
           AND completed_at >= now() - {days:UInt32} * 86400
           AND dispatched_at > toDateTime(0)
+          AND run_attempt IN ('', '1')
           AND ({repo:String} = '' OR downstream_repo = {repo:String})
     ) AS jobs
     ANY LEFT JOIN

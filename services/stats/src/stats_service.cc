@@ -151,7 +151,13 @@ class StatsService final : public service::Service {
     runtime.Every(5s, [this] { CheckClickHouse(); });
     runtime.Every(s.rollup_interval, [this] { RefreshRollups(); });
     runtime.Every(s.queue_snapshot_interval, [this] { SnapshotQueueTimes(); });
-    runtime.Every(hud_->tier_report_ttl() / 2, [this] { hud_->RefreshTierReport(*tier_refresher_); });
+    runtime.Every(hud_->tier_report_interval(), [this] {
+      {
+        std::lock_guard lock(health_mu_);
+        if (!clickhouse_health_.ok()) return;  // not reachable or not migrated: nothing to report yet
+      }
+      hud_->RefreshTierReport(*tier_refresher_);
+    });
 
     kafka::BatchOptions batches;
     batches.max_records = s.batch_rows;
@@ -172,6 +178,7 @@ class StatsService final : public service::Service {
 
   void Stop() {
     if (stopping_.exchange(true)) return;
+    if (hud_) hud_->Stop();
     if (consumer_) consumer_->Stop();
     if (consumer_thread_.joinable()) consumer_thread_.join();
   }

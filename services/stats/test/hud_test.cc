@@ -1,6 +1,7 @@
 // The HUD's parts that need no ClickHouse: parameter checks, escaping,
 // the JSON data blocks, ClickHouse's JSONCompact answers, the assets.
-// (The pages against real data: stats_it; in a browser: tests/hud/browser.)
+// (The pages against real data, in a browser: tests/hud/browser_test.py,
+// run by dev_up_e2e_test over the dev stack.)
 #include <gtest/gtest.h>
 
 #include "relay/stats/hud/html.h"
@@ -21,6 +22,18 @@ TEST(HudParams, RepoNamesAreOwnerSlashNameOnly) {
       EXPECT_NE(r.status().message().find("parameter name"), absl::string_view::npos);
     }
   }
+}
+
+TEST(HudParams, RepoNamesAreLowerCasedAsRelayKeysThem) {
+  EXPECT_EQ(*RepoParam({{"name", "PyTorch/PyTorch"}}, "name", true), "pytorch/pytorch");
+}
+
+TEST(HudParams, OnlyParameterErrorsAreMarkedAsTheReadersFault) {
+  auto bad = IntParam({{"pr", "x"}}, "pr", 0, 1, 10);
+  EXPECT_TRUE(IsBadParameter(bad.status()));
+  // ClickHouse's own InvalidArgument (a syntax error, a missing column) is not.
+  EXPECT_FALSE(IsBadParameter(absl::InvalidArgumentError("Code: 62, Syntax error")));
+  EXPECT_FALSE(IsBadParameter(absl::OkStatus()));
 }
 
 TEST(HudParams, NumbersAreDigitsInRange) {

@@ -18,6 +18,8 @@ const char kContentSecurityPolicy[] =
 
 namespace {
 
+const prometheus::Histogram::BucketBoundaries kPageBuckets{0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 1, 2.5, 5};
+
 http::Response Html(unsigned status, std::string body) {
   http::Response r = http::MakeResponse(status, std::move(body), "text/html; charset=utf-8");
   r.set("Content-Security-Policy", kContentSecurityPolicy);
@@ -62,10 +64,12 @@ HudServer::HudServer(HudOptions options, prometheus::Registry& metrics)
                    .Name("relay_stats_hud_page_seconds")
                    .Help("Time to render a HUD page (its ClickHouse queries included), by page")
                    .Register(metrics)),
-      tiers_(options_.tier_report_ttl),
       pool_(static_cast<size_t>(options_.threads)) {}
 
-HudServer::~HudServer() { pool_.join(); }
+HudServer::~HudServer() {
+  Stop();
+  pool_.join();
+}
 
 void HudServer::AddRoutes(http::Router& router) {
   for (const PageRoute& page : PageRoutes()) {
@@ -93,10 +97,19 @@ void HudServer::Serve(const PageRoute& page, http::Request&& request, http::Resp
   }
   boost::asio::post(pool_, [this, &page, request = std::move(request), responder = std::move(responder)]() mutable {
     auto start = std::chrono::steady_clock::now();
-    http::Response r = Render(page, request);
+    http::Response r;
+    if (stopping_) {
+      r = ErrorPage(503, "Unavailable", "relay-stats is shutting down; try again in a moment.");
+    } else {
+      try {
+        r = Render(page, request);
+      } catch (const std::exception& e) {  // e.g. bad_alloc: this request fails, not the process
+        log::Error("hud page threw", {{"page", page.label}, {"error", e.what()}});
+        r = ErrorPage(500, "Error", "The page could not be made; relay-stats' log says why.");
+      }
+    }
     double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    seconds_.Add({{"page", page.label}}, prometheus::Histogram::BucketBoundaries{0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 1, 2.5, 5})
-        .Observe(took);
+    seconds_.Add({{"page", page.label}}, kPageBuckets).Observe(took);
     requests_.Add({{"page", page.label}, {"code", absl::StrCat(r.result_int())}}).Increment();
     waiting_.fetch_sub(1);
     responder.Send(std::move(r));
@@ -115,9 +128,11 @@ http::Response HudServer::Render(const PageRoute& page, const http::Request& req
   Release(std::move(client));
   if (html.ok()) return Html(200, std::move(*html));
   const absl::Status& st = html.status();
-  if (st.code() == absl::StatusCode::kInvalidArgument) return ErrorPage(400, "Bad request", st.message());
-  // ClickHouse could not answer: the reader may try again; the operator
-  // finds the reason in the log (it may name tables, not for the page).
+  if (IsBadParameter(st)) return ErrorPage(400, "Bad request", st.message());
+  // Anything else is relay's: ClickHouse could not answer (the reader may
+  // try again), or a query failed (a schema not migrated, a bug). The
+  // operator finds the reason in the log; the page does not show it (it
+  // may hold SQL).
   log::Warn("hud page failed", {{"page", page.label}, {"error", st.ToString()}});
   if (st.code() == absl::StatusCode::kUnavailable || st.code() == absl::StatusCode::kDeadlineExceeded ||
       st.code() == absl::StatusCode::kResourceExhausted) {

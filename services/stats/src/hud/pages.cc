@@ -9,6 +9,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "relay/stats/hud/html.h"
 #include "relay/base/status.h"
 #include "relay/stats/tier_report.h"
@@ -18,7 +20,7 @@ namespace json = boost::json;
 namespace {
 
 
-std::string Bad(absl::string_view key, absl::string_view why) { return absl::StrCat("parameter ", key, ": ", why); }
+constexpr char kBadParameterPayload[] = "relay.hud/bad-parameter";
 
 const std::string* Find(const Params& params, absl::string_view key) {
   auto it = params.find(key);
@@ -89,20 +91,35 @@ std::string Chart(absl::string_view id, absl::string_view title, absl::string_vi
                       ChartData(spec), "</script></figure>");
 }
 
+// Letters, digits and `extra` only.
+bool InCharset(absl::string_view v, absl::string_view extra) {
+  return std::all_of(v.begin(), v.end(), [&](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || extra.find(c) != absl::string_view::npos;
+  });
+}
+
 }  // namespace
+
+absl::Status BadParameter(absl::string_view key, absl::string_view why) {
+  absl::Status st = absl::InvalidArgumentError(absl::StrCat("parameter ", key, ": ", why));
+  st.SetPayload(kBadParameterPayload, absl::Cord("1"));
+  return st;
+}
+
+bool IsBadParameter(const absl::Status& status) { return status.GetPayload(kBadParameterPayload).has_value(); }
 
 absl::StatusOr<std::string> RepoParam(const Params& params, absl::string_view key, bool required) {
   const std::string* v = Find(params, key);
   if (!v) {
-    if (required) return absl::InvalidArgumentError(Bad(key, "a repository (owner/name) is required"));
+    if (required) return BadParameter(key, "a repository (owner/name) is required");
     return std::string();
   }
   size_t slash = v->find('/');
   bool ok = v->size() <= 201 && slash != std::string::npos && slash > 0 && slash + 1 < v->size() &&
-            v->find('/', slash + 1) == std::string::npos;
-  for (char c : *v) ok = ok && (absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == '/');
-  if (!ok) return absl::InvalidArgumentError(Bad(key, "not a repository name (owner/name)"));
-  return *v;
+            v->find('/', slash + 1) == std::string::npos && InCharset(*v, "-_./");
+  if (!ok) return BadParameter(key, "not a repository name (owner/name)");
+  // relay keys repositories by their lower-cased names, as GitHub compares them.
+  return absl::AsciiStrToLower(*v);
 }
 
 absl::StatusOr<int64_t> IntParam(const Params& params, absl::string_view key, int64_t fallback, int64_t min,
@@ -111,9 +128,9 @@ absl::StatusOr<int64_t> IntParam(const Params& params, absl::string_view key, in
   if (!v) return fallback;
   int64_t n;
   bool digits = v->size() <= 12 && std::all_of(v->begin(), v->end(), [](char c) { return c >= '0' && c <= '9'; });
-  if (!digits || !absl::SimpleAtoi(*v, &n)) return absl::InvalidArgumentError(Bad(key, "not a whole number"));
+  if (!digits || !absl::SimpleAtoi(*v, &n)) return BadParameter(key, "not a whole number");
   if (n < min || n > max) {
-    return absl::InvalidArgumentError(Bad(key, absl::StrCat("must be between ", min, " and ", max)));
+    return BadParameter(key, absl::StrCat("must be between ", min, " and ", max));
   }
   return n;
 }
@@ -121,12 +138,12 @@ absl::StatusOr<int64_t> IntParam(const Params& params, absl::string_view key, in
 absl::StatusOr<std::string> TextParam(const Params& params, absl::string_view key, size_t max_bytes, bool required) {
   const std::string* v = Find(params, key);
   if (!v) {
-    if (required) return absl::InvalidArgumentError(Bad(key, "is required"));
+    if (required) return BadParameter(key, "is required");
     return std::string();
   }
-  if (v->size() > max_bytes) return absl::InvalidArgumentError(Bad(key, absl::StrCat("longer than ", max_bytes, " bytes")));
+  if (v->size() > max_bytes) return BadParameter(key, absl::StrCat("longer than ", max_bytes, " bytes"));
   for (unsigned char c : *v) {
-    if (c < 0x20 || c == 0x7f) return absl::InvalidArgumentError(Bad(key, "holds a control character"));
+    if (c < 0x20 || c == 0x7f) return BadParameter(key, "holds a control character");
   }
   return *v;
 }
@@ -140,6 +157,7 @@ absl::StatusOr<std::string> CommitGridPage(const Params& params, PageContext& ct
   RELAY_ASSIGN_OR_RETURN(int64_t pr, IntParam(params, "pr", 0, 1, 999'999'999));
   RELAY_ASSIGN_OR_RETURN(int64_t page, IntParam(params, "page", 0, 0, 100'000));
   RELAY_ASSIGN_OR_RETURN(int64_t per_page, IntParam(params, "per_page", 20, 1, 100));
+  RELAY_ASSIGN_OR_RETURN(int64_t days, IntParam(params, "days", 30, 1, 365));
 
   // One more than a page, to know whether there is an older one.
   RELAY_ASSIGN_OR_RETURN(ResultSet commits,
@@ -147,6 +165,7 @@ absl::StatusOr<std::string> CommitGridPage(const Params& params, PageContext& ct
                                   {{"upstream_repo", upstream},
                                    {"branch", branch},
                                    {"pr", absl::StrCat(pr)},
+                                   {"days", absl::StrCat(days)},
                                    {"offset", absl::StrCat(page * per_page)},
                                    {"limit", absl::StrCat(per_page + 1)}}));
   size_t shown = std::min<size_t>(commits.size(), per_page);
@@ -183,7 +202,7 @@ absl::StatusOr<std::string> CommitGridPage(const Params& params, PageContext& ct
                   Escape(branch), "\"></label><label>PR <input name=\"pr\" inputmode=\"numeric\" value=\"",
                   pr ? absl::StrCat(pr) : "", "\"></label><button type=\"submit\">Filter</button></form>");
   if (shown == 0) {
-    absl::StrAppend(&body, "<p class=\"empty\">No upstream commits match.</p>");
+    absl::StrAppend(&body, "<p class=\"empty\">No upstream commits match in the last ", days, " days.</p>");
     return Frame("Commits", "Commits", body);
   }
   body += "<table class=\"grid\"><thead><tr><th rowspan=\"2\">commit</th><th rowspan=\"2\">first dispatch</th>"
@@ -249,6 +268,7 @@ absl::StatusOr<std::string> CommitGridPage(const Params& params, PageContext& ct
     if (!branch.empty()) absl::StrAppend(&q, "&amp;branch=", UrlEncode(branch));
     if (pr) absl::StrAppend(&q, "&amp;pr=", pr);
     if (per_page != 20) absl::StrAppend(&q, "&amp;per_page=", per_page);
+    if (days != 30) absl::StrAppend(&q, "&amp;days=", days);
     return absl::StrCat("<a rel=\"", p < page ? "prev" : "next", "\" href=\"", q, "\">", text, "</a>");
   };
   if (page > 0) body += page_link(page - 1, "&#x2190; newer");
@@ -259,24 +279,22 @@ absl::StatusOr<std::string> CommitGridPage(const Params& params, PageContext& ct
 
 // ---- tier verdicts (the repo page and the tier page) ----
 
-absl::StatusOr<std::vector<TierVerdict>> TierCache::Get(clickhouse::Client& client) {
+absl::StatusOr<TierCache::Report> TierCache::Get(clickhouse::Client& client) {
   std::lock_guard lock(mu_);
-  auto now = std::chrono::steady_clock::now();
-  if (!report_ || now - computed_at_ >= ttl_) {
-    RELAY_ASSIGN_OR_RETURN(auto report, TierReport(client));
-    report_ = std::move(report);
-    computed_at_ = now;
+  if (!report_) {
+    auto start = std::chrono::system_clock::now();
+    RELAY_ASSIGN_OR_RETURN(auto verdicts, TierReport(client));
+    report_ = Report{std::move(verdicts), start};
   }
   return *report_;
 }
 
 absl::Status TierCache::Refresh(clickhouse::Client& client) {
   // Computed outside the lock: pages keep reading the previous report.
-  auto start = std::chrono::steady_clock::now();
-  RELAY_ASSIGN_OR_RETURN(auto report, TierReport(client));
+  auto start = std::chrono::system_clock::now();
+  RELAY_ASSIGN_OR_RETURN(auto verdicts, TierReport(client));
   std::lock_guard lock(mu_);
-  report_ = std::move(report);
-  computed_at_ = start;
+  if (!report_ || report_->computed_at <= start) report_ = Report{std::move(verdicts), start};
   return absl::OkStatus();
 }
 
@@ -296,6 +314,12 @@ std::string TierRow(const TierVerdict& v, bool link) {
                       "</td></tr>");
 }
 
+std::string AsOf(const TierCache::Report& r) {
+  return absl::StrCat("<p class=\"as-of\">Verdicts as of ",
+                      absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::FromChrono(r.computed_at), absl::UTCTimeZone()),
+                      " (recomputed every 30 s).</p>");
+}
+
 constexpr const char* kTierHeader =
     "<table class=\"tiers\"><thead><tr><th>repository</th><th>level</th><th>verdict</th><th>why</th>"
     "<th>jobs (14 d)</th><th>pass rate (14 d)</th><th>L3 rules failing, 14 d</th><th>L3 rules failing, 7 d</th>"
@@ -304,11 +328,11 @@ constexpr const char* kTierHeader =
 }  // namespace
 
 absl::StatusOr<std::string> TiersPage(const Params&, PageContext& ctx) {
-  RELAY_ASSIGN_OR_RETURN(auto report, ctx.tiers.Get(ctx.client));
-  std::string body = kTierHeader;
-  for (const auto& v : report) body += TierRow(v, true);
+  RELAY_ASSIGN_OR_RETURN(TierCache::Report report, ctx.tiers.Get(ctx.client));
+  std::string body = AsOf(report) + kTierHeader;
+  for (const auto& v : report.verdicts) body += TierRow(v, true);
   body += "</tbody></table>";
-  if (report.empty()) body += "<p class=\"empty\">relay has dispatched to no repository yet.</p>";
+  if (report.verdicts.empty()) body += "<p class=\"empty\">relay has dispatched to no repository yet.</p>";
   return Frame("Tier health", "Tier health", body);
 }
 
@@ -318,11 +342,15 @@ absl::StatusOr<std::string> RepoPage(const Params& params, PageContext& ctx) {
   clickhouse::Client& client = ctx.client;
   RELAY_ASSIGN_OR_RETURN(std::string repo, RepoParam(params, "name", true));
   RELAY_ASSIGN_OR_RETURN(int64_t days, IntParam(params, "days", 14, 1, 365));
-  if (days != 14 && days != 30) return absl::InvalidArgumentError(Bad("days", "must be 14 or 30"));
-  RELAY_ASSIGN_OR_RETURN(auto report, ctx.tiers.Get(client));
-  auto tier = std::find_if(report.begin(), report.end(), [&](const TierVerdict& v) { return v.repo == repo; });
-  if (tier == report.end()) {
-    return absl::InvalidArgumentError(Bad("name", absl::StrCat("relay has never dispatched to ", repo)));
+  if (days != 14 && days != 30) return BadParameter("days", "must be 14 or 30");
+  RELAY_ASSIGN_OR_RETURN(TierCache::Report report, ctx.tiers.Get(client));
+  auto tier = std::find_if(report.verdicts.begin(), report.verdicts.end(),
+                           [&](const TierVerdict& v) { return v.repo == repo; });
+  if (tier == report.verdicts.end()) {
+    return BadParameter("name", absl::StrCat("relay had not dispatched to ", repo, " when the tier report was made (",
+                                             absl::FormatTime("%H:%M:%S UTC", absl::FromChrono(report.computed_at),
+                                                              absl::UTCTimeZone()),
+                                             ")"));
   }
   std::string d = absl::StrCat(days);
   RELAY_ASSIGN_OR_RETURN(ResultSet trend, RunNamed(client, "repo_trend", {{"repo", repo}, {"days", d}}));
@@ -336,7 +364,7 @@ absl::StatusOr<std::string> RepoPage(const Params& params, PageContext& ctx) {
                                   " · ",
                                   days == 30 ? "<b>30 days</b>" : Link(absl::StrCat("/hud/repo?name=", UrlEncode(repo), "&amp;days=30"), "30 days"),
                                   "</p>");
-  absl::StrAppend(&body, "<h2>Tier</h2>", kTierHeader, TierRow(*tier, false), "</tbody></table>");
+  absl::StrAppend(&body, "<h2>Tier</h2>", AsOf(report), kTierHeader, TierRow(*tier, false), "</tbody></table>");
 
   json::array labels, pass, test_fail, infra_fail, signal, queue;
   for (size_t i = 0; i < trend.size(); ++i) {
@@ -374,6 +402,8 @@ absl::StatusOr<std::string> RepoPage(const Params& params, PageContext& ctx) {
 
 // ---- a test's history ----
 
+constexpr size_t kTestRuns = 500;  // runs a test page lists, newest first
+
 absl::StatusOr<std::string> TestPage(const Params& params, PageContext& ctx) {
   clickhouse::Client& client = ctx.client;
   RELAY_ASSIGN_OR_RETURN(std::string name, TextParam(params, "name", 1000, true));
@@ -384,12 +414,12 @@ absl::StatusOr<std::string> TestPage(const Params& params, PageContext& ctx) {
   if (file.empty() || classname.empty()) {
     // test_history needs all three (they pick the table's granules): find
     // where this name was reported.
-    RELAY_ASSIGN_OR_RETURN(ResultSet where, RunNamed(client, "test_files", {{"name", name}, {"days", d}}));
+    RELAY_ASSIGN_OR_RETURN(ResultSet where, RunNamed(client, "test_files", {{"name", name},
+                                                                           {"classname", classname},
+                                                                           {"file", file},
+                                                                           {"days", d}}));
     std::vector<std::pair<std::string, std::string>> found;  // file, classname
-    for (size_t i = 0; i < where.size(); ++i) {
-      std::string f = where.Str(i, "file"), c = where.Str(i, "classname");
-      if ((file.empty() || f == file) && (classname.empty() || c == classname)) found.emplace_back(f, c);
-    }
+    for (size_t i = 0; i < where.size(); ++i) found.emplace_back(where.Str(i, "file"), where.Str(i, "classname"));
     if (found.empty()) {
       return Frame(name, "", absl::StrCat("<p class=\"empty\">No runs of this test in the last ", days, " days.</p>"));
     }
@@ -407,7 +437,7 @@ absl::StatusOr<std::string> TestPage(const Params& params, PageContext& ctx) {
                                                    {"classname", classname},
                                                    {"file", file},
                                                    {"days", d},
-                                                   {"limit", "500"}}));
+                                                   {"limit", absl::StrCat(kTestRuns)}}));
   std::string title = classname.empty() ? name : absl::StrCat(classname, ".", name);
   if (runs.empty()) {
     return Frame(title, "", absl::StrCat("<p class=\"empty\">No runs of this test in the last ", days, " days.</p>"));
@@ -443,10 +473,13 @@ absl::StatusOr<std::string> TestPage(const Params& params, PageContext& ctx) {
   for (const auto& [repo, t] : per_repo) {
     summary.push_back({RepoLink(repo), absl::StrCat(t.passed), absl::StrCat(t.failed), absl::StrCat(t.skipped)});
   }
-  std::string body = absl::StrCat("<h2>By repository, last ", days, " days</h2>",
-                                  Table({"repository", "passed", "failed", "skipped"}, summary, "summary"));
+  std::string body = absl::StrCat(
+      "<h2>By repository, last ", days, " days",
+      runs.size() >= kTestRuns ? absl::StrCat(" (the newest ", kTestRuns, " runs)") : std::string(), "</h2>",
+      Table({"repository", "passed", "failed", "skipped"}, summary, "summary"));
   std::vector<std::vector<std::string>> file_rows;
   for (const auto& f : files) {
+    if (f.empty()) continue;  // the report named no file (file_durations would read them all)
     RELAY_ASSIGN_OR_RETURN(ResultSet fd, RunNamed(client, "file_durations", {{"file", f}, {"days", d}}));
     for (size_t i = 0; i < fd.size(); ++i) {
       file_rows.push_back({Escape(fd.Str(i, "file")), RepoLink(fd.Str(i, "repo")), Escape(fd.Str(i, "tests")),
@@ -467,11 +500,7 @@ absl::StatusOr<std::string> CostPage(const Params& params, PageContext& ctx) {
   clickhouse::Client& client = ctx.client;
   RELAY_ASSIGN_OR_RETURN(int64_t days, IntParam(params, "days", 30, 1, 365));
   RELAY_ASSIGN_OR_RETURN(std::string team, TextParam(params, "team", 100, false));
-  for (char c : team) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
-      return absl::InvalidArgumentError(Bad("team", "letters, digits, '-', '_' and '.' only"));
-    }
-  }
+  if (!InCharset(team, "-_.")) return BadParameter("team", "letters, digits, '-', '_' and '.' only");
   RELAY_ASSIGN_OR_RETURN(ResultSet usage,
                          RunNamed(client, "cluster_usage", {{"days", absl::StrCat(days)}, {"team", team}}));
   json::array labels, node_hours, cluster_hours;

@@ -27,19 +27,22 @@ struct HudOptions {
   clickhouse::ClientOptions clickhouse;
   int threads = 4;                  // pages rendered at once
   int max_queued = 64;              // pages waiting for a thread; more are answered 503
-  std::chrono::milliseconds tier_report_ttl{60'000};  // the tier report is recomputed at most this often
+  std::chrono::milliseconds tier_report_interval{30'000};  // the tier report is recomputed this often
 };
 
 class HudServer {
  public:
   HudServer(HudOptions options, prometheus::Registry& metrics);
-  ~HudServer();  // waits for the pages in flight
+  ~HudServer();  // Stop(), then waits for the pages being rendered
 
   void AddRoutes(http::Router& router);
+  // From now on pages still waiting for a thread are answered 503 at once
+  // (relay-stats is draining); those being rendered finish.
+  void Stop() { stopping_ = true; }
   // Recomputes the tier report the pages show (relay-stats calls it every
-  // half tier_report_ttl from a periodic task, with a client of its own).
+  // tier_report_interval from a periodic task, with a client of its own).
   void RefreshTierReport(clickhouse::Client& client);
-  std::chrono::milliseconds tier_report_ttl() const { return options_.tier_report_ttl; }
+  std::chrono::milliseconds tier_report_interval() const { return options_.tier_report_interval; }
 
  private:
   void Serve(const PageRoute& page, http::Request&& request, http::Responder responder);
@@ -51,6 +54,7 @@ class HudServer {
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Histogram>& seconds_;
   std::atomic<int> waiting_{0};
+  std::atomic<bool> stopping_{false};
   std::mutex clients_mu_;
   std::vector<std::unique_ptr<clickhouse::Client>> clients_;
   TierCache tiers_;

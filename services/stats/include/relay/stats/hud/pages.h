@@ -4,7 +4,7 @@
 //
 //   /hud          the commit grid: upstream commits, newest first, against
 //                 the downstream repos (grouped by level) and their jobs
-//                 params: upstream, branch, pr, page, per_page (20)
+//                 params: upstream, branch, pr, page, per_page (20), days (30)
 //   /hud/repo     one downstream repo: trends over 14 or 30 days, flaky
 //                 and slowest tests, its tier verdict
 //                 params: name (required), days (14 or 30)
@@ -35,21 +35,22 @@ namespace relay::stats::hud {
 
 // The tier report for every page that shows it: it runs tier_health over
 // every repo twice (14 and 7 days), the slowest part of a repository page,
-// and its verdicts are judged over days. relay-stats refreshes it in the
-// background (Refresh, every half `ttl`); a page computes it itself only
-// when it is missing or older than `ttl` (the others wait for that result).
-// Thread-safe.
+// and its verdicts are judged over days. relay-stats recomputes it in the
+// background (Refresh, every HudOptions::tier_report_interval); pages show
+// the last one computed, with its time, and compute it themselves only
+// while there is none yet. Thread-safe.
 class TierCache {
  public:
-  explicit TierCache(std::chrono::milliseconds ttl) : ttl_(ttl) {}
-  absl::StatusOr<std::vector<TierVerdict>> Get(clickhouse::Client& client);
+  struct Report {
+    std::vector<TierVerdict> verdicts;
+    std::chrono::system_clock::time_point computed_at;
+  };
+  absl::StatusOr<Report> Get(clickhouse::Client& client);
   absl::Status Refresh(clickhouse::Client& client);
 
  private:
-  const std::chrono::milliseconds ttl_;
-  std::mutex mu_;
-  std::optional<std::vector<TierVerdict>> report_;
-  std::chrono::steady_clock::time_point computed_at_;
+  std::mutex mu_;  // guards report_; held while the first report is computed
+  std::optional<Report> report_;
 };
 
 // What a page reads with: its thread's ClickHouse client, the shared tier report.
@@ -74,8 +75,14 @@ struct PageRoute {
 };
 const std::vector<PageRoute>& PageRoutes();
 
+// A request parameter the page cannot use: InvalidArgument naming it, marked
+// so that the server answers 400 for it and for nothing else (an
+// InvalidArgument from ClickHouse is the server's problem, not the reader's).
+absl::Status BadParameter(absl::string_view key, absl::string_view why);
+bool IsBadParameter(const absl::Status& status);
+
 // Parameter checks, shared by the pages (exposed for tests).
-// owner/name, GitHub's characters only.
+// owner/name, GitHub's characters only; lower-cased (relay's repository keys).
 absl::StatusOr<std::string> RepoParam(const Params& params, absl::string_view key, bool required);
 // A decimal integer in [min, max]; `fallback` when absent or empty.
 absl::StatusOr<int64_t> IntParam(const Params& params, absl::string_view key, int64_t fallback, int64_t min,
