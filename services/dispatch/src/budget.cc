@@ -66,12 +66,26 @@ std::optional<Budget::TimePoint> Budget::AcquireLocked(int64_t installation, boo
 
 void Budget::Observe(int64_t installation, bool write, unsigned status,
                      const std::map<std::string, std::string>& headers, bool secondary) {
-  Release(installation, write, 1, 0);
-  Learn(installation, status, headers, secondary);
+  // One lock for both: between the call leaving the in-flight count and its
+  // answer's count being learnt, another thread would see a slot free that
+  // the answer says is gone (a primary-limit breach, seen under load).
+  std::lock_guard lock(mu_);
+  ReleaseLocked(installation, write, 1, 0);
+  LearnLocked(installation, status, headers, secondary);
 }
 
 void Budget::Release(int64_t installation, bool write, int64_t used, int64_t unused) {
   std::lock_guard lock(mu_);
+  ReleaseLocked(installation, write, used, unused);
+}
+
+void Budget::Learn(int64_t installation, unsigned status, const std::map<std::string, std::string>& headers,
+                   bool secondary) {
+  std::lock_guard lock(mu_);
+  LearnLocked(installation, status, headers, secondary);
+}
+
+void Budget::ReleaseLocked(int64_t installation, bool write, int64_t used, int64_t unused) {
   if (write) {
     writes_in_flight_ = std::max<int64_t>(0, writes_in_flight_ - used - unused);
     const TimePoint now = clock_->Now();
@@ -83,9 +97,8 @@ void Budget::Release(int64_t installation, bool write, int64_t used, int64_t unu
   p.in_flight = std::max<int64_t>(0, p.in_flight - used - unused);
 }
 
-void Budget::Learn(int64_t installation, unsigned status, const std::map<std::string, std::string>& headers,
-                   bool secondary) {
-  std::lock_guard lock(mu_);
+void Budget::LearnLocked(int64_t installation, unsigned status, const std::map<std::string, std::string>& headers,
+                         bool secondary) {
   Primary& p = primary_[installation];
   auto header = [&](const char* name) -> std::optional<int64_t> {
     auto it = headers.find(name);

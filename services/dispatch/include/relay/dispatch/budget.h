@@ -83,6 +83,9 @@ class Budget final : public CallBudget {
   };
   void ExpireWindowLocked(TimePoint now) const;
   std::optional<TimePoint> AcquireLocked(int64_t installation, bool write);
+  void ReleaseLocked(int64_t installation, bool write, int64_t used, int64_t unused);
+  void LearnLocked(int64_t installation, unsigned status, const std::map<std::string, std::string>& headers,
+                   bool secondary);
 
   BudgetOptions options_;
   const Clock* clock_;
