@@ -25,7 +25,6 @@ class ResultSet {
 
   size_t size() const { return rows_.size(); }
   bool empty() const { return rows_.empty(); }
-  bool Has(absl::string_view column) const { return index_.count(std::string(column)) > 0; }
   // The value of `column` in row `row` as text (numbers printed, arrays
   // joined with ", ", NULL as ""); Num as a number (0 when not one);
   // List as an array's elements.
