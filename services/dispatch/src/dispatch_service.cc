@@ -2,6 +2,7 @@
 
 #include <condition_variable>
 #include <map>
+#include <set>
 #include <mutex>
 #include <thread>
 #include <tuple>
@@ -34,6 +35,10 @@ class InFlight {
   const TopicPartition input;
   const v1::GitHubRequest request;
   const bool repeated;  // STARTED in the ledger: in flight at a crash
+  // Set before the job is submitted: the dead letter (relay-redriven-from)
+  // whose redrive asked for this write; a write that fails again carries it
+  // back to the DLQ, so relayctl does not redrive it by itself.
+  std::string redriven_from;
 
   void Finish(bool recorded) {
     std::lock_guard lock(mu_);
@@ -273,7 +278,13 @@ class DispatchService final : public service::Service {
         }
         cached = planned_.emplace(where, std::move(plan)).first;
       }
-      const RecordPlan& plan = cached->second;
+      RecordPlan& plan = cached->second;
+      // A dead letter sent back by `relayctl dlq redrive` after a fix: a
+      // write the ledger shows FAILED (GitHub never took it) is tried once
+      // more, once per redriven record (a batch that comes again does not
+      // retry it again). A copy made by `relayctl replay` is a replay: skipped.
+      const bool redrive =
+          rec.FindHeader(kafka::kRedrivenFromHeader) != nullptr && rec.FindHeader(kafka::kReplayedFromHeader) == nullptr;
       if (!plan.poison.empty()) {
         batch.Reject(i, plan.poison);
         continue;
@@ -282,11 +293,13 @@ class DispatchService final : public service::Service {
       std::vector<v1::GitHubRequest> requests = plan.requests;
       for (auto& request : requests) {
         auto state = ledger_->Get(input, request.id());
-        if (state == v1::LedgerEntry::DONE || state == v1::LedgerEntry::FAILED) {
+        bool retry_failed = redrive && state == v1::LedgerEntry::FAILED && plan.redriven.insert(request.id()).second;
+        if (state == v1::LedgerEntry::DONE || (state == v1::LedgerEntry::FAILED && !retry_failed)) {
           skipped_.Increment();
           continue;
         }
-        if (auto job = Track(input, std::move(request), state == v1::LedgerEntry::STARTED)) {
+        if (auto job = Track(input, std::move(request), state == v1::LedgerEntry::STARTED, retry_failed,
+                             redrive ? *rec.FindHeader(kafka::kRedrivenFromHeader) : std::string())) {
           waits.push_back(std::move(job));
         } else {
           skipped_.Increment();
@@ -318,6 +331,7 @@ class DispatchService final : public service::Service {
     std::vector<v1::GitHubRequest> requests;
     std::optional<kafka::Record> labels;
     std::string poison;  // set: the record goes to the DLQ with this reason
+    std::set<std::string> redriven;  // request ids retried for this redriven record
   };
   absl::StatusOr<RecordPlan> PlanRecord(const kafka::ConsumedRecord& rec, const allowlist::Allowlist& list) {
     RecordPlan out;
@@ -358,7 +372,8 @@ class DispatchService final : public service::Service {
 
   // The job of a write: the one in progress (joined), or a new one; null
   // when the ledger says it ended meanwhile.
-  std::shared_ptr<InFlight> Track(const TopicPartition& input, v1::GitHubRequest request, bool repeated) {
+  std::shared_ptr<InFlight> Track(const TopicPartition& input, v1::GitHubRequest request, bool repeated,
+                                  bool retry_failed = false, std::string redriven_from = "") {
     std::lock_guard lock(in_flight_mu_);
     auto it = in_flight_.find(request.id());
     if (it != in_flight_.end() && !it->second->cancelled) return it->second;
@@ -366,8 +381,9 @@ class DispatchService final : public service::Service {
     // before it leaves in_flight_, so a write that ended since the batch's
     // first look is seen here and not made again.
     auto state = ledger_->Get(input, request.id());
-    if (state == v1::LedgerEntry::DONE || state == v1::LedgerEntry::FAILED) return nullptr;
+    if (state == v1::LedgerEntry::DONE || (state == v1::LedgerEntry::FAILED && !retry_failed)) return nullptr;
     auto job = std::make_shared<InFlight>(input, request, repeated);
+    job->redriven_from = std::move(redriven_from);
     in_flight_[request.id()] = job;
     scheduler_->Submit(
         std::move(request), [this, job](JobResult result) { Complete(job, std::move(result)); },
@@ -474,6 +490,7 @@ class DispatchService final : public service::Service {
       dead.headers.insert(dead.headers.end(), {{kafka::kDlqReasonHeader, result.error},
                                                {"relay-dlq-status", std::to_string(result.http_status)},
                                                {"relay-dlq-endpoint", result.endpoint}});
+      if (!job->redriven_from.empty()) dead.headers.push_back({kafka::kRedrivenFromHeader, job->redriven_from});
       records.push_back(std::move(dead));
     }
     v1::GitHubOutcome outcome;

@@ -23,9 +23,12 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// The name the commands are run under: `relay-lifecycle ctl` or `relayctl clusters`.
+const char* g_program = "relay-lifecycle ctl";
+
 int Usage(const std::string& why) {
-  std::cerr << "relay-lifecycle ctl: " << why << "\n"
-            << "usage: relay-lifecycle ctl [--addr HOST:PORT] [--token-file F] [--ca F [--cert F --key F]] COMMAND\n"
+  std::cerr << g_program << ": " << why << "\n"
+            << "usage: " << g_program << " [--addr HOST:PORT] [--token-file F] [--ca F [--cert F --key F]] COMMAND\n"
             << "  create --spec JSON|@FILE [--request-id ID]\n"
             << "  get ID | list [--team T] [--state S] [--all] | delete ID | scale ID GROUP COUNT\n"
             << "  submit ID [--request-id ID] -- ENTRYPOINT... | job ID JOB | jobs ID | cancel ID JOB\n"
@@ -51,7 +54,7 @@ std::string Json(const google::protobuf::Message& m) {
 
 int Failed(const grpc::Status& st) {
   // gRPC's codes are absl's, number for number: print the name.
-  std::cerr << "relay-lifecycle ctl: " << absl::StatusCodeToString(static_cast<absl::StatusCode>(st.error_code()))
+  std::cerr << g_program << ": " << absl::StatusCodeToString(static_cast<absl::StatusCode>(st.error_code()))
             << ": " << st.error_message() << "\n";
   return 1;
 }
@@ -92,7 +95,8 @@ bool ParseFlags(int argc, char** argv, Flags& f, std::string& why) {
 
 }  // namespace
 
-int CtlMain(int argc, char** argv) {
+int CtlMain(int argc, char** argv, const char* program) {
+  g_program = program;
   Flags f;
   std::string why;
   if (!ParseFlags(argc, argv, f, why)) return Usage(why);

@@ -28,6 +28,11 @@ struct Record {
 // Header names every relay record carries.
 inline constexpr char kSchemaHeader[] = "relay-schema";          // the protobuf message's full name
 inline constexpr char kDeliveryHeader[] = "relay-delivery-id";  // the webhook delivery it stems from
+// Set by relayctl: a dead letter sent back to its topic after a fix
+// ("<dlq topic>/<partition>/<offset>"), and a copy made by a replay
+// ("<source topic>/<partition>/<offset>").
+inline constexpr char kRedrivenFromHeader[] = "relay-redriven-from";
+inline constexpr char kReplayedFromHeader[] = "relay-replayed-from";
 
 // A record of a protobuf `message` with relay's headers (the delivery header
 // only when `delivery_id` is set). A template so this library needs no

@@ -14,6 +14,7 @@
 
 namespace relay::lifecycle {
 
-int CtlMain(int argc, char** argv);
+// `program` names the tool in messages (relayctl runs these as `relayctl clusters`).
+int CtlMain(int argc, char** argv, const char* program = "relay-lifecycle ctl");
 
 }  // namespace relay::lifecycle
