@@ -14,6 +14,7 @@
 #include "prometheus/histogram.h"
 #include "relay/base/log.h"
 #include "relay/base/status.h"
+#include "relay/stats/ci_files.h"
 #include "relay/stats/hud/hud_server.h"
 #include "relay/stats/migrate.h"
 #include "relay/stats/rollups.h"
@@ -123,6 +124,16 @@ class StatsService final : public service::Service {
     hud_ = std::make_unique<hud::HudServer>(std::move(hud_options), metrics);
     hud_->AddRoutes(runtime.router());
     RELAY_ASSIGN_OR_RETURN(tier_refresher_, clickhouse::Client::New(s.clickhouse));
+    // The files CI jobs download (test times, slow, flaky and disabled
+    // tests), recomputed in the background and served from memory.
+    CiFilesOptions ci;
+    ci.days = s.ci_files_days;
+    ci.slow_threshold = s.ci_slow_threshold;
+    ci.dir = s.ci_files_dir;
+    ci.max_age = std::chrono::duration_cast<std::chrono::seconds>(s.ci_files_interval);
+    ci_files_ = std::make_unique<CiFiles>(std::move(ci), metrics);
+    ci_files_->AddRoutes(runtime.router());
+    RELAY_ASSIGN_OR_RETURN(ci_refresher_, clickhouse::Client::New(s.clickhouse));
 
     kafka::ConsumerOptions co;
     co.bootstrap = s.kafka.bootstrap;
@@ -157,6 +168,15 @@ class StatsService final : public service::Service {
         if (!clickhouse_health_.ok()) return;  // not reachable or not migrated: nothing to report yet
       }
       hud_->RefreshTierReport(*tier_refresher_);
+    });
+    runtime.Every(s.ci_files_interval, [this] {
+      {
+        std::lock_guard lock(health_mu_);
+        if (!clickhouse_health_.ok()) return;
+      }
+      if (auto st = ci_files_->Refresh(*ci_refresher_); !st.ok()) {
+        log::Warn("ci files not refreshed", {{"error", st.ToString()}});
+      }
     });
 
     kafka::BatchOptions batches;
@@ -327,6 +347,8 @@ class StatsService final : public service::Service {
   std::unique_ptr<clickhouse::Client> writer_, refresher_, checker_, snapshotter_;
   std::unique_ptr<hud::HudServer> hud_;  // its pages run on threads of their own
   std::unique_ptr<clickhouse::Client> tier_refresher_;  // the HUD's tier report, in the background
+  std::unique_ptr<CiFiles> ci_files_;                   // /ci/<file>
+  std::unique_ptr<clickhouse::Client> ci_refresher_;    // their recomputation, in the background
   std::thread consumer_thread_;
   std::atomic<bool> stopping_{false};
   Rows rows_;  // consumer thread only
@@ -388,6 +410,10 @@ absl::StatusOr<StatsSettings> LoadSettings(Config& config, const service::Common
   s.snapshot_prune_interval = config.Duration("stats.snapshot_prune_interval", 10min, 1s, 24h);
   s.hud_threads = static_cast<int>(config.Int("stats.hud_threads", 4, 1, 64));
   s.hud_timeout = config.Duration("stats.hud_timeout", 30s, 1s, 10min);
+  s.ci_files_interval = config.Duration("stats.ci_files_interval", 5min, 1s, 24h);
+  s.ci_files_dir = config.String("stats.ci_files_dir", "");
+  s.ci_files_days = static_cast<int>(config.Int("stats.ci_files_days", 7, 1, 365));
+  s.ci_slow_threshold = static_cast<int>(config.Int("stats.ci_slow_threshold", 60, 1, 86'400));
   // Input topics (defaults: the suite's names); their DLQs are <topic>.dlq.
   for (auto [key, topic] : {std::pair{"webhooks", &s.topics.webhooks}, std::pair{"dispatches", &s.topics.dispatches},
                             std::pair{"outcomes", &s.topics.outcomes}, std::pair{"results", &s.topics.results},

@@ -39,6 +39,10 @@ struct StatsSettings {
   std::chrono::milliseconds snapshot_prune_interval{600'000};  // superseded snapshot rows removed at most this often
   int hud_threads = 4;                               // HUD pages rendered at once (hud/hud_server.h)
   std::chrono::milliseconds hud_timeout{30'000};     // a HUD page's ClickHouse queries, each
+  std::chrono::milliseconds ci_files_interval{300'000};  // the published CI files (ci_files.h), recomputed this often
+  std::string ci_files_dir;                          // set: they are also written here
+  int ci_files_days = 7;                             // days of test runs they are made from
+  int ci_slow_threshold = 60;                        // seconds: slower on average is a slow test
 };
 
 // clickhouse.* keys (shared by the service and its subcommands).

@@ -1,0 +1,26 @@
+-- Tests whose passing runs took more than {threshold} seconds on average over the last {days} days (slow-tests.json).
+-- param: days UInt32 7
+-- param: threshold UInt32 60
+--
+-- Keyed as PyTorch's CI matches tests: "<name> (__main__.<class>)", the
+-- class being the JUnit classname's last dotted part. A test's time is its
+-- passing cases' durations summed per job run (parametrised repeats and
+-- reruns in one job add up), averaged over the runs.
+SELECT
+    concat(test_name, ' (__main__.', test_class, ')') AS test,
+    round(avg(total), 3) AS seconds,
+    count() AS runs
+FROM
+(
+    SELECT
+        job_id,
+        name AS test_name,
+        replaceRegexpOne(classname, '^.*\\.', '') AS test_class,
+        sum(duration) AS total
+    FROM test_results FINAL
+    WHERE day >= today() - {days:UInt32} AND outcome = 'passed' AND name != ''
+    GROUP BY job_id, test_name, test_class
+)
+GROUP BY test
+HAVING seconds > {threshold:UInt32}
+ORDER BY test
