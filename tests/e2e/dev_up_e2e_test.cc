@@ -79,8 +79,16 @@ TEST(DevUpE2E, UpDrivesRealWebhooksIntoTheTopicStatusAndDown) {
   EXPECT_THAT(out, HasSubstr("sum of squares 0..99 on the cluster: 328350"));
   EXPECT_THAT(out, ::testing::ContainsRegex("cluster c[0-9a-f]+ deleted: TERMINATED"));
 
+  // The CI files relay-stats publishes, recomputed from ClickHouse by
+  // check-ci-files, each answering 304 to its ETag.
+  for (const char* f : {"test-times.json", "test-class-times.json", "slow-tests.json", "flaky-tests.json"}) {
+    EXPECT_THAT(out, ::testing::ContainsRegex(std::string(f) + ": [1-9][0-9]* entries, matching ClickHouse; 304 to its ETag"));
+  }
+  EXPECT_THAT(out, HasSubstr("disabled-tests-condensed.json: 1 entries, matching ClickHouse; 304 to its ETag"));
+
   std::string status;
   ASSERT_EQ(testing::RunCommand(root + "/tools/dev status", &status), 0) << status;
+  EXPECT_THAT(status, HasSubstr("CI_FILES_URL=http://127.0.0.1:"));
   EXPECT_THAT(status, HasSubstr("KAFKA_BOOTSTRAP=127.0.0.1:"));
   EXPECT_THAT(status, HasSubstr("CLICKHOUSE_URL=http://127.0.0.1:"));
   EXPECT_THAT(status, HasSubstr("WEBHOOK_SECRET="));
@@ -130,6 +138,17 @@ TEST(DevUpE2E, UpDrivesRealWebhooksIntoTheTopicStatusAndDown) {
   EXPECT_THAT(out, HasSubstr("fake GitHub received 96 repository_dispatch calls"));
   EXPECT_THAT(out, HasSubstr("canary downstream answered 96 dispatches"));
   EXPECT_THAT(out, HasSubstr("\n0 unexpected answers"));
+
+  // Operators: relayctl sees every service ready and no dead letter; a
+  // replay of every replay-safe topic from its start changes no dashboard
+  // query's result and makes no GitHub call.
+  std::string ops;
+  EXPECT_EQ(testing::RunCommand(root + "/tools/dev relayctl --no-progress status 2>&1", &ops), 0) << ops;
+  EXPECT_THAT(ops, ::testing::ContainsRegex("relay-stats +ci.test_reports +Stable"));
+  EXPECT_THAT(ops, ::testing::ContainsRegex("github.webhooks.dlq +0 +0"));
+  ops.clear();
+  EXPECT_EQ(testing::RunCommand(root + "/tools/dev replay-check 2>&1", &ops), 0) << ops;
+  EXPECT_THAT(ops, HasSubstr("replay-check: every query's result unchanged, no GitHub call"));
 
   ASSERT_EQ(testing::RunCommand(root + "/tools/dev down 2>&1"), 0);
   EXPECT_NE(testing::RunCommand(root + "/tools/dev status 2>/dev/null"), 0);

@@ -115,8 +115,11 @@ int Status(const Context& ctx, const std::vector<std::string>& args) {
         auto c = committed->find({topic, partition});
         int64_t from = std::max(c == committed->end() ? po.low : c->second, po.low);
         if (po.high <= from) continue;
-        row.lag += po.high - from;
         auto ts = (*admin)->TimestampAt(topic, partition, from);
+        // No record from there on: only transaction markers (lifecycle
+        // writes in transactions) lie between the commit and the end.
+        if (!ts.ok() && ts.status().code() == absl::StatusCode::kNotFound) continue;
+        row.lag += po.high - from;
         if (ts.ok()) row.oldest_age_ms = std::max(row.oldest_age_ms, now - *ts);
       }
     }

@@ -1,6 +1,6 @@
 -- Tests whose passing runs took more than {threshold} seconds on average over the last {days} days (slow-tests.json).
 -- param: days UInt32 7
--- param: threshold UInt32 60
+-- param: threshold Float64 60
 --
 -- Keyed as PyTorch's CI matches tests: "<name> (__main__.<class>)", the
 -- class being the JUnit classname's last dotted part. A test's time is its
@@ -22,5 +22,5 @@ FROM
     GROUP BY job_id, test_name, test_class
 )
 GROUP BY test
-HAVING seconds > {threshold:UInt32}
+HAVING seconds > {threshold:Float64}
 ORDER BY test

@@ -25,6 +25,9 @@ class KafkaClusterAdmin final : public ClusterAdmin {
                                               {"client.id", "relayctl"},
                                               {"fetch.wait.max.ms", "10"},
                                               {"fetch.error.backoff.ms", "10"},
+                                              // TimestampAt learns at once that only
+                                              // transaction markers are left.
+                                              {"enable.partition.eof", "true"},
                                               // Quiet about an unreachable broker: the first
                                               // metadata call reports it, once.
                                               {"log_level", "0"}},
@@ -217,6 +220,7 @@ class KafkaClusterAdmin final : public ClusterAdmin {
       rd_kafka_message_t* m = rd_kafka_consumer_poll(rk_, 100);
       if (!m) continue;
       absl::Cleanup free_m = [m] { rd_kafka_message_destroy(m); };
+      if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) break;
       if (m->err) continue;
       if (m->offset < offset) continue;
       return rd_kafka_message_timestamp(m, nullptr);

@@ -228,7 +228,7 @@ absl::Status CiFiles::Refresh(clickhouse::Client& client) {
   if (st.ok()) st = build("test-class-times.json", "ci_test_class_times", {{"days", days}}, TestClassTimesJson);
   if (st.ok()) {
     st = build("slow-tests.json", "ci_slow_tests",
-               {{"days", days}, {"threshold", std::to_string(options_.slow_threshold)}}, SlowTestsJson);
+               {{"days", days}, {"threshold", absl::StrCat(options_.slow_threshold_seconds)}}, SlowTestsJson);
   }
   if (st.ok()) st = build("disabled-tests-condensed.json", "ci_disabled_issues", {}, DisabledTestsJson);
   if (st.ok()) {

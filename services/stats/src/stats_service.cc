@@ -128,7 +128,7 @@ class StatsService final : public service::Service {
     // tests), recomputed in the background and served from memory.
     CiFilesOptions ci;
     ci.days = s.ci_files_days;
-    ci.slow_threshold = s.ci_slow_threshold;
+    ci.slow_threshold_seconds = s.ci_slow_threshold.count() / 1000.0;
     ci.dir = s.ci_files_dir;
     ci.max_age = std::chrono::duration_cast<std::chrono::seconds>(s.ci_files_interval);
     ci_files_ = std::make_unique<CiFiles>(std::move(ci), metrics);
@@ -413,7 +413,7 @@ absl::StatusOr<StatsSettings> LoadSettings(Config& config, const service::Common
   s.ci_files_interval = config.Duration("stats.ci_files_interval", 5min, 1s, 24h);
   s.ci_files_dir = config.String("stats.ci_files_dir", "");
   s.ci_files_days = static_cast<int>(config.Int("stats.ci_files_days", 7, 1, 365));
-  s.ci_slow_threshold = static_cast<int>(config.Int("stats.ci_slow_threshold", 60, 1, 86'400));
+  s.ci_slow_threshold = config.Duration("stats.ci_slow_threshold", 60s, 1ms, 24h);
   // Input topics (defaults: the suite's names); their DLQs are <topic>.dlq.
   for (auto [key, topic] : {std::pair{"webhooks", &s.topics.webhooks}, std::pair{"dispatches", &s.topics.dispatches},
                             std::pair{"outcomes", &s.topics.outcomes}, std::pair{"results", &s.topics.results},

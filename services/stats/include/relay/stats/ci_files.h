@@ -36,7 +36,7 @@ namespace relay::stats {
 
 struct CiFilesOptions {
   int days = 7;            // test and class times, slow tests: this many days of runs
-  int slow_threshold = 60;  // seconds: a test slower than this on average is slow
+  double slow_threshold_seconds = 60;  // a test slower than this on average is slow
   int flaky_days = 14;
   std::chrono::seconds max_age{300};  // Cache-Control max-age (the refresh interval)
   std::string dir;                    // set: the files are also written here

@@ -42,7 +42,7 @@ struct StatsSettings {
   std::chrono::milliseconds ci_files_interval{300'000};  // the published CI files (ci_files.h), recomputed this often
   std::string ci_files_dir;                          // set: they are also written here
   int ci_files_days = 7;                             // days of test runs they are made from
-  int ci_slow_threshold = 60;                        // seconds: slower on average is a slow test
+  std::chrono::milliseconds ci_slow_threshold{60'000};  // slower on average is a slow test
 };
 
 // clickhouse.* keys (shared by the service and its subcommands).
