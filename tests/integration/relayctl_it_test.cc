@@ -15,6 +15,11 @@
 namespace relay::dispatch_it {
 namespace {
 
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
 struct CtlRun {
   int code = -1;
   std::string out, err;
@@ -282,6 +287,127 @@ TEST_F(RelayctlIT, StatusShowsLagInRecordsAndAgeAndDeadLetters) {
   bool found = false;
   for (const auto& d : v.at("dead_letters").as_array()) found |= d.at("topic").as_string() == "github.requests.dlq";
   EXPECT_TRUE(found);
+}
+
+// The redelivery reconciler: the fake GitHub delivers webhooks to a real
+// intake (signed), fails some (a 503, an unreachable intake), reports some
+// as delivered that never reached intake ("lost"), and one that failed is
+// delivered by GitHub itself on a second attempt. A scan asked through
+// relayctl must ask GitHub to deliver again exactly the failed and lost
+// guids, each once, under a budget of 2 writes a second, and they must
+// then be in github.webhooks; a second scan asks nothing.
+TEST_F(RelayctlIT, TheReconcilerRedeliversExactlyTheFailedAndUnrecordedGuidsOnceWithinTheBudget) {
+  DispatchStack stack("redeliveries");
+  stack.SetAllowlist("L2: [it-org/ok]\n");
+  // A real intake, which the fake delivers to.
+  std::string dir = stack.dir();
+  auto intake = std::make_unique<Subprocess>(
+      std::vector<std::string>{Env("RELAY_IT_INTAKE_BIN"), "--port-file", dir + "/intake.port"},
+      std::map<std::string, std::string>{{"RELAY_HTTP_LISTEN", "127.0.0.1:0"},
+                                         {"RELAY_KAFKA_BOOTSTRAP", testing::FixtureBootstrap()},
+                                         {"RELAY_INTAKE_WEBHOOK_SECRETS", Env("RELAY_IT_SECRET")}},
+      dir + "/intake.log");
+  ASSERT_TRUE(testing::WaitForFile(dir + "/intake.port", 30s));
+  std::string intake_url = "http://127.0.0.1:" + Trim(ReadFile(dir + "/intake.port")) + "/github/webhook";
+  stack.Fake("POST", "/_fake/config",
+             json::serialize(json::object{{"deliver_to", intake_url}, {"webhook_secret", Env("RELAY_IT_SECRET")}}));
+  std::string topic = "it.redeliveries." + Unique();
+  ASSERT_EQ(testing::CreateTopic(testing::FixtureBootstrap(), topic, 1), "");
+  ASSERT_NE(stack.StartDispatch(1, {{"RELAY_DISPATCH_REDELIVERIES_TOPIC", topic},
+                                    {"RELAY_DISPATCH_REDELIVERY_GROUP_ID", "it-redeliveries-" + Unique()},
+                                    {"RELAY_DISPATCH_REDELIVERY_INTERVAL", "0s"},
+                                    {"RELAY_DISPATCH_REDELIVERY_GRACE", "1s"},
+                                    {"RELAY_GITHUB_MAX_WRITES_PER_MINUTE", "2"},
+                                    {"RELAY_GITHUB_WRITE_WINDOW", "1s"}}),
+            0)
+      << stack.Log(1);
+
+  std::string run = "redeliver-" + Unique() + "-";
+  const auto& payloads = corpus_;
+  std::map<std::string, int64_t> first_id;  // guid -> the fake's first attempt id
+  auto deliver = [&](const std::string& guid, const std::string& mode, size_t i) {
+    json::value d = stack.Fake("POST", "/_fake/deliver",
+                               json::serialize(json::object{{"event", payloads[i].event},
+                                                            {"body", payloads[i].body},
+                                                            {"guid", guid},
+                                                            {"mode", mode}}));
+    ASSERT_TRUE(d.is_object()) << json::serialize(d);
+    first_id.emplace(guid, d.at("id").as_int64());
+  };
+  std::set<std::string> want;  // the guids that must be redelivered
+  for (int i = 0; i < 3; ++i) deliver(run + "ok-" + std::to_string(i), "ok", i);
+  for (int i = 0; i < 2; ++i) want.insert(run + "fail-" + std::to_string(i)), deliver(run + "fail-" + std::to_string(i), "fail", 10 + i);
+  want.insert(run + "unreachable"), deliver(run + "unreachable", "unreachable", 20);
+  for (int i = 0; i < 2; ++i) want.insert(run + "lost-" + std::to_string(i)), deliver(run + "lost-" + std::to_string(i), "lost", 30 + i);
+  deliver(run + "retried", "fail", 40);
+  deliver(run + "retried", "ok", 40);  // GitHub's own second attempt went through
+  stack.Fake("POST", "/_fake/deliveries/drain");
+  std::this_thread::sleep_for(2s);  // past the grace
+
+  auto redeliveries = [&] {
+    std::map<int64_t, int> out;  // attempt id -> requests
+    json::value calls = stack.Fake("GET", "/_fake/calls?brief=1");
+    for (const auto& c : calls.as_array()) {
+      const auto& o = c.as_object();
+      if (o.at("endpoint").as_string() != "POST /app/hook/deliveries/{delivery_id}/attempts") continue;
+      std::string path(o.at("path").as_string());
+      int64_t id = std::stoll(path.substr(std::string("/app/hook/deliveries/").size()));
+      EXPECT_EQ(o.at("status").as_int64(), 202) << path;
+      ++out[id];
+    }
+    return out;
+  };
+  CtlRun scan = Relayctl("--json redeliveries run --since -1h --wait --topic " + topic);
+  ASSERT_EQ(scan.code, 0) << scan.err << stack.Log(1);
+  auto cp = json::parse(scan.out);
+  EXPECT_EQ(cp.at("requested").as_int64(), 5) << scan.out;
+  EXPECT_EQ(cp.at("failed").as_int64(), 3) << scan.out;
+  EXPECT_EQ(cp.at("not_recorded").as_int64(), 2) << scan.out;
+  std::map<int64_t, int> asked;
+  for (int i = 0; i < 100 && (asked = redeliveries()).size() < want.size(); ++i) std::this_thread::sleep_for(100ms);
+  std::set<int64_t> want_ids;
+  for (const auto& g : want) want_ids.insert(first_id.at(g));
+  std::set<int64_t> got_ids;
+  for (const auto& [id, n] : asked) {
+    got_ids.insert(id);
+    EXPECT_EQ(n, 1) << id;
+  }
+  EXPECT_EQ(got_ids, want_ids);
+  // Within the budget (2 writes a 1 s window, a write counting from its
+  // grant to a window after its answer): no 3 requests within a second.
+  std::vector<int64_t> t0;
+  json::value all_calls = stack.Fake("GET", "/_fake/calls?brief=1");
+  for (const auto& c : all_calls.as_array()) {
+    if (c.at("endpoint").as_string() == "POST /app/hook/deliveries/{delivery_id}/attempts") t0.push_back(c.at("t0").as_int64());
+  }
+  std::sort(t0.begin(), t0.end());
+  for (size_t i = 2; i < t0.size(); ++i) EXPECT_GE(t0[i] - t0[i - 2], 900) << i;
+  stack.Fake("POST", "/_fake/deliveries/drain");
+  // Delivered again, signed: intake recorded every one of them.
+  std::set<std::string> recorded;
+  for (const auto& r : TopicRecords("github.webhooks", run)) recorded.insert(*r.FindHeader("relay-delivery-id"));
+  for (const auto& g : want) EXPECT_TRUE(recorded.count(g)) << g;
+  EXPECT_TRUE(recorded.count(run + "ok-0"));
+  EXPECT_TRUE(recorded.count(run + "retried"));
+  // Never twice: a second scan asks nothing.
+  CtlRun again = Relayctl("--json redeliveries run --since -1h --wait --topic " + topic);
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(json::parse(again.out).at("requested").as_int64(), 0) << again.out;
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(redeliveries().size(), want.size());
+  // The operator's view: five requested, accepted.
+  CtlRun view = Relayctl("--json redeliveries --topic " + topic);
+  ASSERT_EQ(view.code, 0) << view.err;
+  auto v = json::parse(view.out);
+  EXPECT_EQ(v.at("requested").as_int64(), 5);
+  for (int i = 0; i < 50 && json::parse(Relayctl("--json redeliveries --topic " + topic).out).at("by_result").as_object().if_contains("accepted") == nullptr; ++i) {
+    std::this_thread::sleep_for(100ms);
+  }
+  std::string m = HttpClient("127.0.0.1", static_cast<uint16_t>(std::stoi(Trim(ReadFile(dir + "/dispatch1.port"))))).Get("/metrics").body;
+  EXPECT_THAT(m, HasSubstr("relay_redelivery_requests_total{reason=\"not_recorded\"} 2"));
+  EXPECT_THAT(m, HasSubstr("relay_redelivery_requests_total{reason=\"failed\"} 3"));
+  EXPECT_THAT(m, HasSubstr("relay_redelivery_results_total{result=\"accepted\"} 5"));
+  EXPECT_THAT(m, HasSubstr("relay_redelivery_owner 1"));
 }
 
 }  // namespace

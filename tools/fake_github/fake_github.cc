@@ -1,4 +1,5 @@
 #include "fake_github.h"
+#include "hook_deliveries.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -139,6 +140,13 @@ class FakeImpl final : public FakeGitHub {
       Calls(s, std::string_view(r.target()).find("brief=1") != std::string_view::npos);
     });
     router_.Add(bhttp::verb::post, "/_fake/reset", [this](http::Request&&, http::Responder s) { Reset(s); });
+    router_.Add(bhttp::verb::post, "/_fake/deliver", [this](http::Request&& r, http::Responder s) { Deliver(r, s); },
+                32 << 20);
+    router_.Add(bhttp::verb::post, "/_fake/deliveries/drain", [this](http::Request&&, http::Responder s) {
+      hooks_.Drain();
+      s.Send(Json(200, json::object{{"ok", true}}));
+    });
+    if (!options_.deliver_to.empty()) hooks_.Configure(options_.deliver_to, options_.webhook_secret);
     http::ServerOptions so;
     so.host = options_.host;
     so.port = options_.port;
@@ -194,6 +202,11 @@ class FakeImpl final : public FakeGitHub {
     const json::object* o = ParseObject(r.body(), &v);
     if (!o) return s.Send(Message(400, "config must be a JSON object"));
     std::lock_guard lock(mu_);
+    if (auto* x = o->if_contains("deliver_to"); x && x->is_string()) {
+      const auto* secret = o->if_contains("webhook_secret");
+      hooks_.Configure(std::string(x->as_string()),
+                       secret && secret->is_string() ? std::string(secret->as_string()) : std::string());
+    }
     if (auto* x = o->if_contains("latency_ms")) latency_ms_ = x->to_number<int64_t>();
     if (auto* x = o->if_contains("token_ttl_seconds")) token_ttl_s_ = x->to_number<int64_t>();
     if (auto* x = o->if_contains("rate_limit")) {
@@ -313,6 +326,51 @@ class FakeImpl final : public FakeGitHub {
     std::string body;  // writes only
   };
 
+  // --- the App's webhook deliveries (hook_deliveries.h) ----------------------
+
+  // Under mu_ (HookDeliveries locks its own).
+  http::Response HookDeliveryApi(const http::Request& r, const std::vector<std::string>& seg, Call* call,
+                                 const std::string& bearer) {
+    if (seg.size() == 3 && r.method() == bhttp::verb::get) {
+      call->endpoint = "GET /app/hook/deliveries";
+      if (auto err = CheckAppJwt(bearer)) return *err;
+      std::string target(r.target());
+      int per_page = std::atoi(Query(target, "per_page").c_str());
+      auto [page, next] = hooks_.List(per_page, Query(target, "cursor"));
+      http::Response res = Json(200, page);
+      if (!next.empty()) {
+        res.set(bhttp::field::link, absl::StrCat("<http://", std::string(r[bhttp::field::host]),
+                                                 "/app/hook/deliveries?per_page=", per_page <= 0 ? 30 : per_page,
+                                                 "&cursor=", next, ">; rel=\"next\""));
+      }
+      return res;
+    }
+    if (seg.size() == 5 && seg[4] == "attempts" && r.method() == bhttp::verb::post) {
+      call->endpoint = "POST /app/hook/deliveries/{delivery_id}/attempts";
+      if (auto err = CheckAppJwt(bearer)) return *err;
+      int64_t id = std::atoll(seg[3].c_str());
+      if (!hooks_.Redeliver(id)) return Message(404, "Not Found");
+      return Json(202, json::object{});
+    }
+    return Message(404, "Not Found");
+  }
+
+  // POST /_fake/deliver {event, body (text or object), guid, mode}: a webhook
+  // delivered (or not) to intake now.
+  void Deliver(const http::Request& r, http::Responder& s) {
+    json::value v;
+    const json::object* o = ParseObject(r.body(), &v);
+    if (!o || !o->contains("event") || !o->contains("body") || !o->contains("guid")) {
+      return s.Send(Message(400, "deliver needs event, body and guid"));
+    }
+    const json::value& b = o->at("body");
+    std::string body = b.is_string() ? std::string(b.as_string()) : json::serialize(b);
+    std::string mode = o->contains("mode") ? std::string(o->at("mode").as_string()) : "ok";
+    auto d = hooks_.Deliver(std::string(o->at("event").as_string()), body, std::string(o->at("guid").as_string()), mode);
+    if (!d.ok()) return s.Send(Message(400, std::string(d.status().message())));
+    s.Send(Json(201, *d));
+  }
+
   void Api(http::Request&& r, http::Responder s) {
     Call call{NowMs(), std::string(bhttp::to_string(r.method())), std::string(r.target()), "", "", "", ""};
     call.key = std::string(r["X-Relay-Idempotency-Key"]);
@@ -353,6 +411,9 @@ class FakeImpl final : public FakeGitHub {
       tokens_[token] = {installation, expires};
       ++token_fetches_;
       return Json(201, json::object{{"token", token}, {"expires_at", IsoTime(expires)}});
+    }
+    if (seg.size() >= 3 && seg[0] == "app" && seg[1] == "hook" && seg[2] == "deliveries") {
+      return HookDeliveryApi(r, seg, call, bearer);
     }
     if (seg.size() < 3 || seg[0] != "repos") return Message(404, "Not Found");
     call->repo = seg[1] + "/" + seg[2];
@@ -693,6 +754,7 @@ class FakeImpl final : public FakeGitHub {
 
   Options options_;
   std::optional<auth::RsaKey> app_key_;
+  HookDeliveries hooks_;  // the App's webhook deliveries; locks on its own
   prometheus::Registry registry_;
   http::Router router_;
   std::unique_ptr<http::Server> server_;

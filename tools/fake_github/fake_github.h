@@ -14,7 +14,11 @@
 //                   (secondary: 429 + Retry-After) and per hour (403 + Retry-After); calls past any
 //                   are counted as breaches, and so are writes that arrive while a Retry-After the
 //                   fake gave still runs (breaches.retry_after)
-//   control         POST /_fake/config {latency_ms, token_ttl_seconds, rate_limit: {limit,
+//   deliveries      GET /app/hook/deliveries (cursor pages, Link), POST /app/hook/deliveries/{id}/attempts
+//                   (hook_deliveries.h): webhooks the fake delivers to intake, signed, or fails to
+//   control         POST /_fake/deliver {event, body, guid, mode: ok|fail|unreachable|lost},
+//                   POST /_fake/deliveries/drain (waits for posts in flight),
+//                   POST /_fake/config {deliver_to, webhook_secret (where deliveries go), latency_ms, token_ttl_seconds, rate_limit: {limit,
 //                   window_seconds}, content_limit: {per_window, window_seconds, per_hour}, not_installed:
 //                   [repo] (lookups and calls answer 404), reinstall: true (every installation
 //                   gets a new id: old tokens answer 401, their exchanges 404), running_runs: [id]},
@@ -41,6 +45,10 @@ struct Options {
   std::string public_key_pem;  // the app's public key (verifies app JWTs)
   std::string record_file;     // JSON lines of every call; empty: memory only
   int threads = 2;
+  // Webhook deliveries (hook_deliveries.h): intake's webhook URL and the
+  // secret to sign with; empty: only failed deliveries can be made.
+  std::string deliver_to;
+  std::string webhook_secret;
 };
 
 class FakeGitHub {

@@ -1,6 +1,7 @@
 // relay-fake-github: the fake GitHub REST API (fake_github.h) as a process.
 //   relay-fake-github [--listen HOST:PORT] [--port-file FILE] [--app-id ID]
 //                     [--public-key PEM_FILE] [--record JSONL_FILE]
+//                     [--deliver-to INTAKE_WEBHOOK_URL --webhook-secret SECRET]
 // Runs until SIGTERM/SIGINT.
 #include <cstring>
 #include <fstream>
@@ -38,6 +39,10 @@ int main(int argc, char** argv) {
       options.public_key_pem = text.str();
     } else if (a == "--record") {
       options.record_file = v;
+    } else if (a == "--deliver-to") {
+      options.deliver_to = v;
+    } else if (a == "--webhook-secret") {
+      options.webhook_secret = v;
     } else {
       std::cerr << "relay-fake-github: unknown argument " << a << "\n";
       return 2;

@@ -46,6 +46,10 @@ commands:
   dlq redrive DLQ_TOPIC (--offset N... | --reason TEXT | --key K | --all) [--again] [--dry-run]
                                send dead letters back to their source topic after a fix; each
                                once (a redriven record that fails again needs --again)
+  redeliveries [--limit N]     the GitHub redelivery reconciler (relay-dispatch): its last scan and
+                               checkpoint, the guids it asked GitHub to deliver again, the answers
+  redeliveries run [--since T] [--wait]
+                               ask it to scan the App's deliveries now (default: the last 3 days)
   clusters COMMAND ...         relay-lifecycle's API (create, get, list, delete, scale, submit,
                                job, jobs, cancel, watch, wait, wait-job): `relayctl clusters help`
 
@@ -138,5 +142,6 @@ int main(int argc, char** argv) {
   if (command == "status") return Status(ctx, rest);
   if (command == "replay") return Replay(ctx, rest);
   if (command == "dlq") return Dlq(ctx, rest);
+  if (command == "redeliveries") return Redeliveries(ctx, rest);
   return Fail(kBadInput, "unknown command '" + command + "' (relayctl --help)");
 }

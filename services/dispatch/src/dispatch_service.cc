@@ -192,6 +192,24 @@ class DispatchService final : public service::Service {
                                             });
         },
         clock_, &metrics);
+    // The redelivery reconciler: its requests go through the same
+    // scheduler and budget, at the lowest priority.
+    RedeliveryOptions ro = s.redeliveries;
+    ro.bootstrap = s.kafka.bootstrap;
+    ro.webhooks_topic = s.topics.webhooks;
+    ro.client_id = s.kafka.client_id;
+    reconciler_ = std::make_unique<Reconciler>(
+        ro,
+        Reconciler::Parts{
+            [this, client_options] { return std::move(*http::Client::New(settings_.api_url, client_options)); },
+            credentials_.get(), budget_.get(), scheduler_.get(), producer_.get(), runtime.factories().follower,
+            [&runtime, b = s.kafka.bootstrap] { return runtime.factories().reader(b); },
+            [&runtime, this, &metrics](kafka::ConsumerOptions o) {
+              return runtime.factories().consumer(std::move(o), producer_.get(), &metrics);
+            },
+            clock_},
+        metrics);
+    RELAY_RETURN_IF_ERROR(reconciler_->Start());
 
     kafka::ConsumerOptions co;
     co.bootstrap = s.kafka.bootstrap;
@@ -240,6 +258,7 @@ class DispatchService final : public service::Service {
     if (stopping_.exchange(true)) return;
     if (consumer_) consumer_->Stop();
     if (consumer_thread_.joinable()) consumer_thread_.join();
+    if (reconciler_) reconciler_->Stop();  // submits to the scheduler: stopped first
     if (scheduler_) scheduler_->Stop();
     // No call is in progress: what this instance holds of the shared
     // budget goes back to the others.
@@ -620,6 +639,7 @@ class DispatchService final : public service::Service {
   std::unique_ptr<Ledger> ledger_;
   std::unique_ptr<SharedBudget> budget_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<Reconciler> reconciler_;
   std::unique_ptr<kafka::Consumer> consumer_;
   std::thread consumer_thread_;
   std::atomic<bool> stopping_{false};
@@ -673,6 +693,22 @@ absl::StatusOr<DispatchSettings> LoadSettings(Config& config, const service::Com
   }
   if (s.batch_wait * 10 > s.max_poll_interval) {
     config.Fail("dispatch.batch_wait", "at most a tenth of kafka.max_poll_interval");
+  }
+  s.redeliveries.topic = config.String("dispatch.redeliveries_topic", s.redeliveries.topic);
+  s.redeliveries.group_id = config.String("dispatch.redelivery_group_id", s.redeliveries.group_id);
+  s.redeliveries.interval = config.Duration("dispatch.redelivery_interval", 10min, 0ms, 24h);
+  // GitHub keeps deliveries for redelivery 3 days on github.com, 7 on GHES.
+  s.redeliveries.window = config.Duration("dispatch.redelivery_window", 72h, 1min, 30 * 24h);
+  s.redeliveries.grace = config.Duration("dispatch.redelivery_grace", 2min, 0ms, 1h);
+  s.redeliveries.max_per_scan = static_cast<int>(config.Int("dispatch.redelivery_max_per_scan", 1000, 1, 100'000));
+  {
+    // github.api_url's path (GHES: /api/v3) comes back in the Link URLs.
+    auto scheme = s.api_url.find("://");
+    auto slash = scheme == std::string::npos ? std::string::npos : s.api_url.find('/', scheme + 3);
+    s.redeliveries.api_path_prefix = slash == std::string::npos ? "" : s.api_url.substr(slash);
+    while (!s.redeliveries.api_path_prefix.empty() && s.redeliveries.api_path_prefix.back() == '/') {
+      s.redeliveries.api_path_prefix.pop_back();
+    }
   }
   http::ClientOptions probe;
   probe.ca_file = s.ca_file;

@@ -107,6 +107,7 @@ std::string_view KindName(const v1::GitHubRequest& request) {
     case v1::GitHubRequest::kSuiteRerun: return "suite_rerun";
     case v1::GitHubRequest::kCheckRun: return "check_run";
     case v1::GitHubRequest::kComment: return "comment";
+    case v1::GitHubRequest::kRedelivery: return "redelivery";
     case v1::GitHubRequest::CALL_NOT_SET: break;
   }
   return "unknown";
@@ -130,7 +131,9 @@ bool Executor::Started(Verdict* verdict) {
 
 std::optional<absl::StatusOr<github::ApiResult>> Executor::Call(const github::ApiCall& call, bool write,
                                                                 const std::atomic<bool>& stop, Verdict* verdict) {
-  auto installation = api_.Installation(call.repo);
+  // The App's own endpoints (no repository) are authenticated by its JWT:
+  // installation 0 in the budget.
+  absl::StatusOr<int64_t> installation = call.repo.empty() ? absl::StatusOr<int64_t>(0) : api_.Installation(call.repo);
   if (!installation.ok()) return absl::StatusOr<github::ApiResult>(installation.status());
   verdict->installation_id = *installation;
   while (auto wait = budget_->Acquire(*installation, write)) {
@@ -160,6 +163,7 @@ Verdict Executor::Execute(const v1::GitHubRequest& request, const std::atomic<bo
     case v1::GitHubRequest::kSuiteRerun: v = SuiteRerun(request, stop); break;
     case v1::GitHubRequest::kCheckRun: v = CheckRun(request, stop); break;
     case v1::GitHubRequest::kComment: v = Comment(request, stop); break;
+    case v1::GitHubRequest::kRedelivery: v = Redeliver(request, stop); break;
     case v1::GitHubRequest::CALL_NOT_SET:
       v.kind = Kind::kPermanent;
       v.error = "request names no GitHub call";
@@ -183,6 +187,15 @@ Verdict Executor::Dispatch(const v1::GitHubRequest& r, const std::atomic<bool>& 
                        r.repo(), {{"X-Relay-Idempotency-Key", r.id()}}};
   RELAY_CALL_OR_STOP(result, call, true);
   return Classify(result, "POST /repos/{owner}/{repo}/dispatches");
+}
+
+Verdict Executor::Redeliver(const v1::GitHubRequest& r, const std::atomic<bool>& stop) {
+  Verdict stopped;
+  github::ApiCall call{bhttp::verb::post,
+                       "/app/hook/deliveries/" + std::to_string(r.redelivery().delivery_id()) + "/attempts", "", "",
+                       {{"X-Relay-Idempotency-Key", r.id()}}};
+  RELAY_CALL_OR_STOP(result, call, true);
+  return Classify(result, "POST /app/hook/deliveries/{delivery_id}/attempts");
 }
 
 Verdict Executor::Rerun(const std::string& repo, int64_t run_id, const std::atomic<bool>& stop) {

@@ -273,6 +273,8 @@ absl::Status ValidateRequest(const v1::GitHubRequest& r, const allowlist::Allowl
     return (s.size() == 40 || s.size() == 64) && s.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos;
   };
   switch (r.call_case()) {
+    case v1::GitHubRequest::kRedelivery:
+      return bad("webhook redeliveries are asked by dispatch's own reconciler, never through github.requests");
     case v1::GitHubRequest::kDispatch:
       if (!listed) return bad("dispatches go to allowlisted repositories only, not " + r.repo());
       if (r.dispatch().event_type().empty() || r.dispatch().event_type().size() > 100) return bad("event_type must be 1-100 characters");

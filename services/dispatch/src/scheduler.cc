@@ -12,7 +12,8 @@ int KindRank(const v1::GitHubRequest& r) {
     case v1::GitHubRequest::kRerun:
     case v1::GitHubRequest::kSuiteRerun: return 1;
     case v1::GitHubRequest::kDispatch: return 2;
-    default: return 3;  // comments last
+    case v1::GitHubRequest::kRedelivery: return 4;  // webhook redeliveries after everything
+    default: return 3;  // comments
   }
 }
 

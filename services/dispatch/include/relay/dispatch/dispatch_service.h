@@ -12,6 +12,7 @@
 #include "relay/dispatch/budget.h"
 #include "relay/dispatch/shared_budget.h"
 #include "relay/dispatch/planner.h"
+#include "relay/dispatch/redeliveries.h"
 #include "relay/dispatch/scheduler.h"
 #include "relay/kafka/producer.h"
 #include "relay/service/service.h"
@@ -67,6 +68,8 @@ struct DispatchSettings {
   // a tenth of max_poll_interval). A write still running then stays STARTED
   // in the ledger: its next owner makes it again, marked `repeated`.
   std::chrono::milliseconds revoke_wait{10'000};
+  // The GitHub redelivery reconciler (redeliveries.h).
+  RedeliveryOptions redeliveries;
 };
 
 absl::StatusOr<DispatchSettings> LoadSettings(Config& config, const service::CommonSettings& common);

@@ -33,7 +33,7 @@ struct Verdict {
   bool not_installed = false;  // permanent because the App is not installed on the repository
 };
 
-std::string_view KindName(const v1::GitHubRequest& request);  // dispatch | rerun | suite_rerun | check_run | comment
+std::string_view KindName(const v1::GitHubRequest& request);  // dispatch | rerun | suite_rerun | check_run | comment | redelivery
 
 // A 429, or a 403 that is a secondary rate limit (Retry-After, or GitHub's
 // message saying so: it often sends no header).
@@ -64,6 +64,7 @@ class Executor {
   Verdict SuiteRerun(const v1::GitHubRequest& r, const std::atomic<bool>& stop);
   Verdict CheckRun(const v1::GitHubRequest& r, const std::atomic<bool>& stop);
   Verdict Comment(const v1::GitHubRequest& r, const std::atomic<bool>& stop);
+  Verdict Redeliver(const v1::GitHubRequest& r, const std::atomic<bool>& stop);
   bool Started(Verdict* verdict);
 
   github::Api api_;
