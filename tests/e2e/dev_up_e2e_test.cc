@@ -85,6 +85,9 @@ TEST(DevUpE2E, UpDrivesRealWebhooksIntoTheTopicStatusAndDown) {
     EXPECT_THAT(out, ::testing::ContainsRegex(std::string(f) + ": [1-9][0-9]* entries, matching ClickHouse; 304 to its ETag"));
   }
   EXPECT_THAT(out, HasSubstr("disabled-tests-condensed.json: 1 entries, matching ClickHouse; 304 to its ETag"));
+  // The redelivery reconciler has GitHub deliver the failed webhook again.
+  EXPECT_THAT(out, ::testing::ContainsRegex("[0-9]+ failed, 0 never recorded, 1 redeliveries requested"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("dev-redeliver-[0-9]+-failed is now in github.webhooks"));
 
   std::string status;
   ASSERT_EQ(testing::RunCommand(root + "/tools/dev status", &status), 0) << status;
@@ -133,8 +136,9 @@ TEST(DevUpE2E, UpDrivesRealWebhooksIntoTheTopicStatusAndDown) {
   EXPECT_THAT(out, HasSubstr("(329 new)"));
   // 329 corpus payloads a run, the 69 of the sample pytorch/pytorch
   // traffic (posted after this count), plus the 12 workflow_job webhooks
-  // the runner-pool demonstration posts.
-  EXPECT_THAT(out, HasSubstr("holds 739 records"));
+  // the runner-pool demonstration posts, plus the 2 star webhooks of the
+  // redelivery demonstration (the one delivered, the one redelivered).
+  EXPECT_THAT(out, HasSubstr("holds 741 records"));
   EXPECT_THAT(out, HasSubstr("fake GitHub received 96 repository_dispatch calls"));
   EXPECT_THAT(out, HasSubstr("canary downstream answered 96 dispatches"));
   EXPECT_THAT(out, HasSubstr("\n0 unexpected answers"));

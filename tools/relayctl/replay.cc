@@ -33,7 +33,7 @@ namespace {
 
 namespace json = boost::json;
 constexpr const char* kReplayedFrom = kafka::kReplayedFromHeader;
-constexpr int kBatchRecords = 2000;
+constexpr int kBatchRecords = 20000;
 
 std::atomic<bool> g_interrupted{false};
 extern "C" void OnSignal(int) { g_interrupted = true; }
@@ -511,7 +511,7 @@ int Replay(const Context& ctx, const std::vector<std::string>& args) {
     int64_t read_in_txn = 0;
     auto txn_start = std::chrono::steady_clock::now();
     while (!reader.finished() && !g_interrupted && in_txn < kBatchRecords &&
-           std::chrono::steady_clock::now() - txn_start < std::chrono::milliseconds(500)) {
+           std::chrono::steady_clock::now() - txn_start < std::chrono::milliseconds(1000)) {
       auto m = reader.Next(std::chrono::milliseconds(100));
       if (!m.ok()) {
         rd_kafka_error_destroy(rd_kafka_abort_transaction(producer, timeout_ms));
