@@ -228,6 +228,18 @@ int Redrive(const Context& ctx, const std::vector<std::string>& args) {
   Progress progress(ctx, "redrive", static_cast<int64_t>(chosen.size()));
   std::map<int32_t, std::vector<std::string>> done;  // DLQ partition -> "p:o" redriven
   int64_t n = 0;
+  // The markers of what was sent, also when a later send fails: those are
+  // not sent again by the next redrive.
+  auto mark = [&]() -> absl::Status {
+    for (const auto& [partition, list] : done) {
+      kafka::Record marker{topic, "relay-redrive", "", {{kRedriveMarker, absl::StrJoin(list, ",")}}, partition};
+      std::promise<absl::Status> acked;
+      auto f = acked.get_future();
+      (*producer)->Send(std::move(marker), [&acked](absl::Status s) { acked.set_value(std::move(s)); });
+      if (auto s = f.get(); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  };
   for (const auto& d : chosen) {
     auto r = (*reader)->ReadAt(topic, d.partition, d.offset);
     if (!r.ok()) return FailStatus(r.status());
@@ -245,6 +257,7 @@ int Redrive(const Context& ctx, const std::vector<std::string>& args) {
     (*producer)->Send(std::move(out), [&acked](absl::Status s) { acked.set_value(std::move(s)); });
     if (auto s = f.get(); !s.ok()) {
       progress.Finish();
+      (void)mark();
       return Fail(kFailed, "redrive of " + topic + " " + std::to_string(d.partition) + "/" + std::to_string(d.offset) +
                                " to " + d.source_topic + " failed: " + std::string(s.message()) + " (" +
                                std::to_string(n) + " sent before it)");
@@ -253,15 +266,9 @@ int Redrive(const Context& ctx, const std::vector<std::string>& args) {
     progress.Update(++n);
   }
   progress.Finish();
-  for (const auto& [partition, list] : done) {
-    kafka::Record marker{topic, "relay-redrive", "", {{kRedriveMarker, absl::StrJoin(list, ",")}}, partition};
-    std::promise<absl::Status> acked;
-    auto f = acked.get_future();
-    (*producer)->Send(std::move(marker), [&acked](absl::Status s) { acked.set_value(std::move(s)); });
-    if (auto s = f.get(); !s.ok()) {
-      return Fail(kFailed, "redriven " + std::to_string(n) + " dead letters, but the marker that records it failed: " +
-                               std::string(s.message()) + " (a second redrive would send them again)");
-    }
+  if (auto s = mark(); !s.ok()) {
+    return Fail(kFailed, "redriven " + std::to_string(n) + " dead letters, but the marker that records it failed: " +
+                             std::string(s.message()) + " (a second redrive would send them again)");
   }
   summary["redriven"] = n;
   if (ctx.json) PrintJson(summary);

@@ -30,6 +30,7 @@ absl::StatusOr<State> ReadState(const Context& ctx, const std::string& topic) {
   auto reader = kafka::NewKafkaTopicReader(o);
   if (!reader.ok()) return reader.status();
   if (auto n = (*reader)->Partitions(topic); !n.ok()) {
+    if (n.status().code() != absl::StatusCode::kNotFound) return n.status();
     return absl::NotFoundError("no topic " + topic + " (the redelivery reconciler's log)");
   }
   State st;

@@ -180,9 +180,11 @@ class RangeReader {
     if (!m) return nullptr;
     int32_t p = m->partition;
     if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-      // At the topic's end: nothing more of the range can come (the end was
-      // fixed at a high watermark already reached).
-      Close(p);
+      // At the end of what can be read. A read_committed consumer stops at
+      // the last stable offset, which an open transaction keeps below the
+      // high watermark the range ends at: only past the range is it done.
+      auto r = plan_.ranges.find(p);
+      if (r != plan_.ranges.end() && m->offset >= r->second.second) Close(p);
       rd_kafka_message_destroy(m);
       return nullptr;
     }
@@ -259,7 +261,10 @@ int ResetGroup(const Context& ctx, const Flags& flags) {
   for (const auto& t : flags.All("topic")) {
     if (!topics.count(t)) return Fail(kBadInput, "group " + group + " has no offsets on topic " + t);
   }
-  if (flags.Has("topic")) topics = {flags.All("topic").begin(), flags.All("topic").end()};
+  if (flags.Has("topic")) {
+    auto named = flags.All("topic");
+    topics = {named.begin(), named.end()};
+  }
   for (const auto& t : topics) {
     if (!ReplaySafeTopics().count(t) && !flags.Has("force")) {
       return Fail(kRefused, "the consumers of " + t +
@@ -272,9 +277,12 @@ int ResetGroup(const Context& ctx, const Flags& flags) {
     auto offsets = (*admin)->OffsetsForTime(t, *at);
     if (!offsets.ok()) return FailStatus(offsets.status());
     for (const auto& [p, o] : *offsets) {
-      target[{t, p}] = o;
       auto cur = committed->find({t, p});
-      if (cur != committed->end() && cur->second > o) records += cur->second - o;
+      // Never forward: a group behind the time keeps its offset (moving it
+      // would skip records it has not read).
+      int64_t to = cur != committed->end() ? std::min(cur->second, o) : o;
+      target[{t, p}] = to;
+      if (cur != committed->end() && cur->second > to) records += cur->second - to;
     }
   }
   json::object summary{{"group", group}, {"reset_to", FormatTime(*at)}, {"records_read_again", records},
@@ -305,8 +313,9 @@ int Replay(const Context& ctx, const std::vector<std::string>& args) {
   if (flags->Has("group")) return ResetGroup(ctx, *flags);
 
   double rate = 0;
-  if (flags->Has("rate") && (!absl::SimpleAtod(flags->Get("rate"), &rate) || rate <= 0)) {
-    return Fail(kBadInput, "--rate must be a positive number of records a second");
+  if (flags->Has("rate") && (!absl::SimpleAtod(flags->Get("rate"), &rate) || rate < 0.1)) {
+    // Slower, a transaction would be held open for longer than its timeout.
+    return Fail(kBadInput, "--rate must be at least 0.1 records a second");
   }
   auto admin = kafka::NewClusterAdmin(ctx.bootstrap, ctx.timeout);
   if (!admin.ok()) return FailStatus(admin.status());
@@ -386,6 +395,7 @@ int Replay(const Context& ctx, const std::vector<std::string>& args) {
     }
     plan.id = NewId(plan.source);
   }
+  if (!topics->count(plan.source)) return Fail(kBadInput, "no topic " + plan.source);
   if (!topics->count(plan.dest)) return Fail(kBadInput, "no topic " + plan.dest);
   bool safe = ReplaySafeTopics().count(plan.dest) > 0;
   if (!safe && !flags->Has("force") && !flags->Has("dry-run")) {
@@ -448,23 +458,6 @@ int Replay(const Context& ctx, const std::vector<std::string>& args) {
   if (!resuming) {
     if (auto s = SavePlan(checkpoint, plan); !s.ok()) return FailStatus(s);
   }
-  // Where the replay stands: the replay group's committed offsets (written
-  // in the same transactions as the copies), else each range's start.
-  auto committed = (*admin)->CommittedOffsets(plan.group());
-  if (!committed.ok()) return FailStatus(committed.status());
-  std::map<int32_t, int64_t> positions;
-  int64_t already = 0;
-  for (const auto& [p, r] : plan.ranges) {
-    auto it = committed->find({plan.source, p});
-    positions[p] = it == committed->end() ? r.first : std::clamp(it->second, r.first, r.second);
-    already += positions[p] - r.first;
-  }
-  if (!ctx.json) {
-    std::cerr << "relayctl: replay " << plan.id << ": " << plan.source << " -> " << plan.dest << ", " << total
-              << " records in range" << (already ? ", " + std::to_string(already) + " done before" : "")
-              << "; checkpoint " << checkpoint << "\n";
-  }
-
   char err[512];
   rd_kafka_conf_t* pconf = Conf(ctx, {{"transactional.id", plan.group()},
                                       {"enable.idempotence", "true"},
@@ -485,6 +478,25 @@ int Replay(const Context& ctx, const std::vector<std::string>& args) {
     rd_kafka_error_destroy(e);
     return Fail(kFailed, "cannot start the replay's transactions: " + why);
   }
+  // Where the replay stands: the replay group's committed offsets (written
+  // in the same transactions as the copies), else each range's start. Read
+  // after init_transactions, which waits for a transaction a killed run
+  // left completing (its offsets are then the ones read).
+  auto committed = (*admin)->CommittedOffsets(plan.group());
+  if (!committed.ok()) return FailStatus(committed.status());
+  std::map<int32_t, int64_t> positions;
+  int64_t already = 0;
+  for (const auto& [p, r] : plan.ranges) {
+    auto it = committed->find({plan.source, p});
+    positions[p] = it == committed->end() ? r.first : std::clamp(it->second, r.first, r.second);
+    already += positions[p] - r.first;
+  }
+  if (!ctx.json) {
+    std::cerr << "relayctl: replay " << plan.id << ": " << plan.source << " -> " << plan.dest << ", " << total
+              << " records in range" << (already ? ", " + std::to_string(already) + " done before" : "")
+              << "; checkpoint " << checkpoint << "\n";
+  }
+
   RangeReader reader(ctx, plan);
   if (!reader.error().empty()) return Fail(kFailed, reader.error());
   if (auto s = reader.Start(positions); !s.ok()) return FailStatus(s);

@@ -220,12 +220,16 @@ class KafkaClusterAdmin final : public ClusterAdmin {
       rd_kafka_message_t* m = rd_kafka_consumer_poll(rk_, 100);
       if (!m) continue;
       absl::Cleanup free_m = [m] { rd_kafka_message_destroy(m); };
-      if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) break;
+      if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        return absl::NotFoundError("no record at " + topic + "/" + std::to_string(partition) + "@" +
+                                   std::to_string(offset));
+      }
       if (m->err) continue;
       if (m->offset < offset) continue;
       return rd_kafka_message_timestamp(m, nullptr);
     }
-    return absl::NotFoundError("no record at " + topic + "/" + std::to_string(partition) + "@" + std::to_string(offset));
+    return absl::DeadlineExceededError("no answer for " + topic + "/" + std::to_string(partition) + "@" +
+                                       std::to_string(offset) + " in time");
   }
 
  private:

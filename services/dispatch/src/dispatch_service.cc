@@ -700,6 +700,7 @@ absl::StatusOr<DispatchSettings> LoadSettings(Config& config, const service::Com
   // GitHub keeps deliveries for redelivery 3 days on github.com, 7 on GHES.
   s.redeliveries.window = config.Duration("dispatch.redelivery_window", 72h, 1min, 30 * 24h);
   s.redeliveries.grace = config.Duration("dispatch.redelivery_grace", 2min, 0ms, 1h);
+  s.redeliveries.unanswered_after = s.scheduler.retry_deadline + 5min;
   s.redeliveries.max_per_scan = static_cast<int>(config.Int("dispatch.redelivery_max_per_scan", 1000, 1, 100'000));
   {
     // github.api_url's path (GHES: /api/v3) comes back in the Link URLs.

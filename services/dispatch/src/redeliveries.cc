@@ -162,6 +162,9 @@ void Reconciler::Apply(const v1::RedeliveryRecord& r, int64_t log_ms) {
     case v1::RedeliveryRecord::kRequested:
       requested_[r.requested().guid()] = r.requested().at_unix_ms();
       break;
+    case v1::RedeliveryRecord::kResult:
+      answered_.insert(r.result().guid());
+      break;
     case v1::RedeliveryRecord::kCheckpoint:
       resume_from_ms_ = std::max(resume_from_ms_, r.checkpoint().resume_from_unix_ms());
       last_scanned_ms_ = std::max(last_scanned_ms_, r.checkpoint().scanned_at_unix_ms());
@@ -310,8 +313,13 @@ absl::Status Reconciler::Scan(int64_t since_ms) {
       } else {
         continue;
       }
+      // Requested within the window: never again, unless the request was
+      // dropped unsent (queued when its instance stopped: no answer long
+      // after the scheduler's retry deadline).
       auto it = requested_.find(guid);
-      if (it != requested_.end() && it->second >= window_start) {
+      bool dropped = it != requested_.end() && !answered_.count(guid) &&
+                     it->second < now - options_.unanswered_after.count();
+      if (it != requested_.end() && it->second >= window_start && !dropped) {
         cp.set_requested_before(cp.requested_before() + 1);
         requested_before_.Increment();
         continue;
@@ -326,6 +334,11 @@ absl::Status Reconciler::Scan(int64_t since_ms) {
     candidates.resize(options_.max_per_scan);
   }
   for (const Candidate& c : candidates) {
+    {
+      // Another instance takes over, or this one stops: it asks the rest.
+      std::lock_guard lock(mu_);
+      if (stop_ || !owner_) return absl::AbortedError("no longer the reconciler");
+    }
     // Recorded (acknowledged) first: whatever happens next, this guid is
     // not requested again within the window.
     v1::RedeliveryRecord rec;
@@ -362,6 +375,10 @@ absl::Status Reconciler::Scan(int64_t since_ms) {
       res->set_result(ok ? "accepted" : "failed");
       res->set_error(result.error);
       res->set_at_unix_ms(parts_.clock->UnixMillis());
+      {
+        std::lock_guard lock(mu_);
+        answered_.insert(guid);
+      }
       // The answer, for operators; the `requested` record is what counts.
       parts_.producer->Send(kafka::MessageRecord(options_.topic, guid, done), [guid](absl::Status s) {
         if (!s.ok()) log::Warn("redelivery result not recorded", {{"guid", guid}, {"error", s.ToString()}});

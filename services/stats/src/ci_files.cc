@@ -171,7 +171,9 @@ std::string DisabledTestsJson(const hud::ResultSet& issues) {
     std::string test(absl::StripAsciiWhitespace(absl::string_view(is.title).substr(9)));
     if (test.empty()) continue;
     auto platforms = ParsePlatforms(is.body);
-    auto [it, fresh] = tests.try_emplace(test, &is, std::set<std::string>(platforms.begin(), platforms.end()));
+    std::optional<std::set<std::string>> named;  // none: every platform
+    if (!platforms.empty()) named.emplace(platforms.begin(), platforms.end());
+    auto [it, fresh] = tests.try_emplace(test, &is, named);
     if (fresh) continue;
     if (platforms.empty() || !it->second.second) {
       it->second.second.reset();  // every platform
@@ -247,12 +249,16 @@ absl::Status CiFiles::Refresh(clickhouse::Client& client) {
       std::error_code ec;
       std::filesystem::create_directories(options_.dir, ec);
       std::string path = options_.dir + "/" + name, tmp = path + ".tmp";
+      bool written = false;
       {
         std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
         out << body;
+        out.close();
+        written = out.good();
       }
-      std::filesystem::rename(tmp, path, ec);
-      if (ec) log::Warn("ci files: not written", {{"path", path}, {"error", ec.message()}});
+      // A file cut short (a full disk) never replaces a whole one.
+      if (written) std::filesystem::rename(tmp, path, ec);
+      if (!written || ec) log::Warn("ci files: not written", {{"path", path}, {"error", written ? ec.message() : "write failed"}});
     }
     std::lock_guard lock(mu_);
     CiFile& f = files_[name];

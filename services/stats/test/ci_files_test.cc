@@ -44,12 +44,15 @@ TEST(CiFiles, DisabledTestsFollowEachIssuesLatestStateAndMergePlatforms) {
       json::array{"o/r", 5, Issue(13, "open", "DISABLED test_c (__main__.TestZ)", "Platforms: win")},
       json::array{"o/r", 6, Issue(14, "open", "DISABLED test_c (__main__.TestZ)", "")},  // every platform
       json::array{"o/r", 7, Issue(15, "open", "Not a DISABLED issue", "")},
+      json::array{"o/r", 9, Issue(16, "open", "DISABLED test_d (__main__.TestW)", "")},  // every platform...
+      json::array{"o/r", 10, Issue(17, "open", "DISABLED test_d (__main__.TestW)", "Platforms: linux")},  // stays so
       json::array{"o/r", 8, "not json"},
   };
   json::value got = json::parse(DisabledTestsJson(Rows({"repo", "received_at_ms", "payload"}, data)));
   EXPECT_EQ(got, json::parse(R"j({
     "test_a (__main__.TestX)": ["10", "https://github.com/o/r/issues/10", ["linux", "mac"]],
-    "test_c (__main__.TestZ)": ["13", "https://github.com/o/r/issues/13", []]})j"));
+    "test_c (__main__.TestZ)": ["13", "https://github.com/o/r/issues/13", []],
+    "test_d (__main__.TestW)": ["16", "https://github.com/o/r/issues/16", []]})j"));
 }
 
 TEST(CiFiles, TestTimesAddPyTorchsDefaultFallbacks) {

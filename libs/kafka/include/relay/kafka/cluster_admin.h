@@ -53,7 +53,9 @@ class ClusterAdmin {
                                            const std::map<TopicPartition, int64_t>& offsets) = 0;
   // Deletes a group without members (its committed offsets go with it).
   virtual absl::Status DeleteGroup(const std::string& group) = 0;
-  // The timestamp (ms) of the record at `offset`; NotFound when there is none.
+  // The timestamp (ms) of the first record at or after `offset`; NotFound
+  // when there is none up to the end (only transaction markers, say);
+  // DeadlineExceeded when the fetch did not answer in time.
   virtual absl::StatusOr<int64_t> TimestampAt(const std::string& topic, int32_t partition, int64_t offset) = 0;
 };
 

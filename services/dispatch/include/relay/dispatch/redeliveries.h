@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -52,6 +53,9 @@ struct RedeliveryOptions {
   std::chrono::milliseconds window{72 * 3'600'000};  // GitHub's redelivery window: 3 days (GHES: 7)
   std::chrono::milliseconds grace{120'000};
   int max_per_scan = 1000;
+  // A request with no answer after this was dropped before it went out (the
+  // instance stopped with it queued): its guid may be asked for again.
+  std::chrono::milliseconds unanswered_after{15 * 60'000};
   std::string topic = "github.redeliveries";
   std::string webhooks_topic = "github.webhooks";
   std::string group_id = "relay-dispatch-redeliveries";
@@ -104,6 +108,7 @@ class Reconciler {
   bool owner_ = false;
   std::optional<int64_t> scan_asked_since_;        // a scan relayctl asked for
   std::map<std::string, int64_t> requested_;        // guid -> when requested
+  std::set<std::string> answered_;                  // guids with a result record
   std::map<std::string, int64_t> recorded_;         // guids in github.webhooks -> record time
   int64_t resume_from_ms_ = 0;                      // the last checkpoint's
   int64_t last_scanned_ms_ = 0;                    // the last checkpoint's
