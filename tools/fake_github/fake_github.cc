@@ -358,15 +358,7 @@ class FakeImpl final : public FakeGitHub {
   // POST /_fake/deliver {event, body (text or object), guid, mode}: a webhook
   // delivered (or not) to intake now.
   void Deliver(const http::Request& r, http::Responder& s) {
-    json::value v;
-    const json::object* o = ParseObject(r.body(), &v);
-    if (!o || !o->contains("event") || !o->contains("body") || !o->contains("guid")) {
-      return s.Send(Message(400, "deliver needs event, body and guid"));
-    }
-    const json::value& b = o->at("body");
-    std::string body = b.is_string() ? std::string(b.as_string()) : json::serialize(b);
-    std::string mode = o->contains("mode") ? std::string(o->at("mode").as_string()) : "ok";
-    auto d = hooks_.Deliver(std::string(o->at("event").as_string()), body, std::string(o->at("guid").as_string()), mode);
+    auto d = hooks_.DeliverRequest(r.body());
     if (!d.ok()) return s.Send(Message(400, std::string(d.status().message())));
     s.Send(Json(201, *d));
   }

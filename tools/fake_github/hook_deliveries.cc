@@ -77,6 +77,23 @@ absl::StatusOr<json::object> HookDeliveries::Deliver(const std::string& event, c
   return ToJson(a);
 }
 
+absl::StatusOr<json::object> HookDeliveries::DeliverRequest(const std::string& request_body) {
+  boost::system::error_code ec;
+  json::value v = json::parse(request_body, ec);
+  const json::object* o = ec ? nullptr : v.if_object();
+  auto text = [&](const char* k) -> const json::string* {
+    const json::value* x = o ? o->if_contains(k) : nullptr;
+    return x && x->is_string() ? &x->as_string() : nullptr;
+  };
+  if (!o || !text("event") || !o->contains("body") || !text("guid")) {
+    return absl::InvalidArgumentError("deliver needs event, body and guid");
+  }
+  const json::value& b = o->at("body");
+  std::string body = b.is_string() ? std::string(b.as_string()) : json::serialize(b);
+  return Deliver(std::string(*text("event")), body, std::string(*text("guid")),
+                 text("mode") ? std::string(*text("mode")) : "ok");
+}
+
 std::pair<json::array, std::string> HookDeliveries::List(int per_page, const std::string& cursor) const {
   per_page = std::clamp(per_page <= 0 ? 30 : per_page, 1, 100);
   int64_t below = 0;  // the cursor: list ids below it

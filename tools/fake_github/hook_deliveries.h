@@ -36,6 +36,9 @@ class HookDeliveries {
   // Delivers a webhook now (mode as above); returns the delivery as listed.
   absl::StatusOr<boost::json::object> Deliver(const std::string& event, const std::string& body,
                                               const std::string& guid, const std::string& mode);
+  // The same from POST /_fake/deliver's body: {event, body (text or
+  // object), guid, mode (default ok)}.
+  absl::StatusOr<boost::json::object> DeliverRequest(const std::string& request_body);
   // One page, newest first, and the cursor of the next page (empty: none).
   std::pair<boost::json::array, std::string> List(int per_page, const std::string& cursor) const;
   // A new attempt of delivery `id`: false when there is no such delivery.

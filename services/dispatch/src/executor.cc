@@ -136,20 +136,31 @@ std::optional<absl::StatusOr<github::ApiResult>> Executor::Call(const github::Ap
   absl::StatusOr<int64_t> installation = call.repo.empty() ? absl::StatusOr<int64_t>(0) : api_.Installation(call.repo);
   if (!installation.ok()) return absl::StatusOr<github::ApiResult>(installation.status());
   verdict->installation_id = *installation;
-  while (auto wait = budget_->Acquire(*installation, write)) {
-    // Sleep in short steps, so a stop is not held up by a long reset.
-    while (!stop && clock_->Now() < *wait) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (stop) return std::nullopt;
-  }
+  if (!AwaitGrant(*budget_, *clock_, *installation, write, [&stop] { return stop.load(); })) return std::nullopt;
   if (write && !Started(verdict)) {
     budget_->Observe(*installation, write, 0, {}, false);
     return absl::StatusOr<github::ApiResult>(absl::UnavailableError(verdict->error));
   }
   auto result = api_.Call(call);
-  budget_->Observe(*installation, write, result.ok() ? result->status : 0,
-                   result.ok() ? result->headers : std::map<std::string, std::string>{},
-                   result.ok() && IsSecondaryLimit(*result));
+  ObserveAnswer(*budget_, *installation, write, result);
   return result;
+}
+
+bool AwaitGrant(CallBudget& budget, const Clock& clock, int64_t installation, bool write,
+                const std::function<bool()>& stopped) {
+  while (auto wait = budget.Acquire(installation, write)) {
+    // Sleep in short steps, so a stop is not held up by a long reset.
+    while (!stopped() && clock.Now() < *wait) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (stopped()) return false;
+  }
+  return true;
+}
+
+void ObserveAnswer(CallBudget& budget, int64_t installation, bool write,
+                   const absl::StatusOr<github::ApiResult>& result) {
+  budget.Observe(installation, write, result.ok() ? result->status : 0,
+                 result.ok() ? result->headers : std::map<std::string, std::string>{},
+                 result.ok() && IsSecondaryLimit(*result));
 }
 
 Verdict Executor::Execute(const v1::GitHubRequest& request, const std::atomic<bool>& stop,

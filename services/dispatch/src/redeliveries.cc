@@ -217,18 +217,13 @@ void Reconciler::Loop() {
 
 absl::StatusOr<github::ApiResult> Reconciler::Get(github::Api& api, const std::string& path) {
   // A read under the one budget, as the App's own (installation 0).
-  while (auto wait = parts_.budget->Acquire(0, false)) {
-    while (parts_.clock->Now() < *wait) {
-      {
-        std::lock_guard lock(mu_);
-        if (stop_) return absl::CancelledError("stopping");
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-  }
+  bool granted = AwaitGrant(*parts_.budget, *parts_.clock, 0, false, [this] {
+    std::lock_guard lock(mu_);
+    return stop_;
+  });
+  if (!granted) return absl::CancelledError("stopping");
   auto r = api.Call(github::ApiCall{bhttp::verb::get, path, "", "", {}});
-  parts_.budget->Observe(0, false, r.ok() ? r->status : 0, r.ok() ? r->headers : std::map<std::string, std::string>{},
-                         r.ok() && IsSecondaryLimit(*r));
+  ObserveAnswer(*parts_.budget, 0, false, r);
   return r;
 }
 

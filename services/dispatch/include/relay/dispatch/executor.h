@@ -39,6 +39,16 @@ std::string_view KindName(const v1::GitHubRequest& request);  // dispatch | reru
 // message saying so: it often sends no header).
 bool IsSecondaryLimit(const github::ApiResult& result);
 
+// One call under the budget, in two halves around the call itself (shared by
+// the executor and the redelivery reconciler's listing): waits for the
+// grant in short sleeps (false when `stopped` turned true meanwhile), then
+// tells the budget how the call ended (its status, rate-limit headers and
+// whether it was a secondary limit; a call that failed to send: status 0).
+bool AwaitGrant(CallBudget& budget, const Clock& clock, int64_t installation, bool write,
+                const std::function<bool()>& stopped);
+void ObserveAnswer(CallBudget& budget, int64_t installation, bool write,
+                   const absl::StatusOr<github::ApiResult>& result);
+
 class Executor {
  public:
   // Called just before the request's first write goes out (the ledger's
