@@ -3,11 +3,14 @@
 #include <librdkafka/rdkafka.h>
 
 #include <atomic>
+#include <map>
 #include <mutex>
 
+#include "consumer_lag.h"
 #include "consumer_loop.h"
 #include "rdkafka_util.h"
 #include "prometheus/counter.h"
+#include "prometheus/gauge.h"
 #include "relay/base/log.h"
 #include "relay/kafka/consumer.h"
 #include "relay/kafka/errors.h"
@@ -40,7 +43,13 @@ class KafkaSource final : public internal::Source {
         errors_(prometheus::BuildCounter()
                     .Name("relay_kafka_consumer_errors_total")
                     .Help("Errors reported by the Kafka consumer client, by librdkafka error name")
-                    .Register(*registry)) {}
+                    .Register(*registry)),
+        lag_(prometheus::BuildGauge()
+                 .Name("relay_kafka_consumer_lag")
+                 .Help("Records not yet done on each partition this instance owns: the partition's end "
+                       "minus the offset stored after the effect (committed offset until the first store); "
+                       "from librdkafka statistics, every statistics.interval.ms (15 s)")
+                 .Register(*registry)) {}
 
   ~KafkaSource() override {
     (void)Close();
@@ -64,6 +73,8 @@ class KafkaSource final : public internal::Source {
         {"queued.max.messages.kbytes", std::to_string(options_.fetch_queue_kbytes)},
         // Records up to intake's 25 MB webhooks plus envelope.
         {"fetch.message.max.bytes", std::to_string(32 * 1024 * 1024)},
+        // For relay_kafka_consumer_lag (OnStats); an extra property may change it.
+        {"statistics.interval.ms", "15000"},
     };
     for (const auto& kv : options_.extra) props.emplace_back(kv);
     for (const auto& [k, v] : props) {
@@ -76,6 +87,7 @@ class KafkaSource final : public internal::Source {
     RouteLogs(conf);
     rd_kafka_conf_set_rebalance_cb(conf, &KafkaSource::OnRebalance);
     rd_kafka_conf_set_error_cb(conf, &KafkaSource::OnError);
+    rd_kafka_conf_set_stats_cb(conf, &KafkaSource::OnStats);
     rk_ = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
     if (!rk_) {
       rd_kafka_conf_destroy(conf);
@@ -178,6 +190,29 @@ class KafkaSource final : public internal::Source {
     static_cast<KafkaSource*>(opaque)->CountError(static_cast<rd_kafka_resp_err_t>(err), reason);
   }
 
+  // Served by rd_kafka_consumer_poll, on the polling thread. Partitions no
+  // longer owned lose their series, so a sum over instances counts each once.
+  static int OnStats(rd_kafka_t*, char* json, size_t len, void* opaque) {
+    auto* self = static_cast<KafkaSource*>(opaque);
+    std::map<TopicPartition, prometheus::Gauge*> seen;
+    for (const auto& p : internal::ParseConsumerLag(self->stats_parser_, std::string_view(json, len))) {
+      TopicPartition tp{p.topic, p.partition};
+      auto it = self->lag_gauges_.find(tp);
+      prometheus::Gauge* g = it != self->lag_gauges_.end()
+                                 ? it->second
+                                 : &self->lag_.Add({{"group", self->options_.group_id},
+                                                    {"topic", p.topic},
+                                                    {"partition", std::to_string(p.partition)}});
+      g->Set(static_cast<double>(p.lag));
+      seen.emplace(std::move(tp), g);
+    }
+    for (const auto& [tp, g] : self->lag_gauges_) {
+      if (!seen.count(tp)) self->lag_.Remove(g);
+    }
+    self->lag_gauges_ = std::move(seen);
+    return 0;  // librdkafka frees json
+  }
+
   static void OnRebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err,
                           rd_kafka_topic_partition_list_t* partitions, void* opaque) {
     auto* self = static_cast<KafkaSource*>(opaque);
@@ -225,6 +260,9 @@ class KafkaSource final : public internal::Source {
 
   ConsumerOptions options_;
   prometheus::Family<prometheus::Counter>& errors_;
+  prometheus::Family<prometheus::Gauge>& lag_;
+  std::map<TopicPartition, prometheus::Gauge*> lag_gauges_;  // polling thread only
+  simdjson::dom::parser stats_parser_;                       // polling thread only
   rd_kafka_t* rk_ = nullptr;
   bool closed_ = false;
   std::mutex mu_;
