@@ -13,6 +13,11 @@
 //                    --issuer ISS --audience AUD [--idle SECONDS] [--seed N]
 //                    [--skip-calls N]   (calls the fake got before this run)
 //                    [--cases N]        (test cases per JUnit report; 0: none)
+//                    [--chaos-log FILE] (the fault-injection suite, tools/chaos:
+//                    in_progress then completed for every leg, each callback
+//                    retried on no answer, 429 and 5xx until the relay decides
+//                    it, for up to --retry-for SECONDS (600); one JSON line per
+//                    callback to FILE with its identity, answer and tries)
 //   relay-canary mint-corpus --key PEM --kid KID --issuer ISS --audience AUD
 //                    --token-keys FILE --org ORG --repos N --count N --out DIR
 //                    pre-minted callbacks for relay-loadgen (benchmarks): each
@@ -98,26 +103,39 @@ class Canary {
     run_base_ = std::chrono::duration_cast<std::chrono::milliseconds>(
                     std::chrono::system_clock::now().time_since_epoch()).count() * 1000;
     cases_ = std::stoi(f.count("cases") ? f["cases"] : "3000");
+    if (f.count("chaos-log")) {
+      chaos_log_.open(f["chaos-log"], std::ios::app);
+      if (!chaos_log_) Die("cannot open --chaos-log " + f["chaos-log"]);
+      retry_for_ = std::chrono::seconds(std::stoi(f.count("retry-for") ? f["retry-for"] : "600"));
+    }
   }
 
   // Answers every dispatch not answered yet; true when there were any.
   bool Round() {
-    auto r = github_->Send(bhttp::verb::get, "/_fake/calls", {}, "");
-    if (!r.ok() || r->status != 200) Die("fake GitHub /_fake/calls failed");
+    auto r = github_->Send(bhttp::verb::get, "/_fake/calls?since=" + std::to_string(seen_), {}, "");
+    if (!r.ok() || r->status != 200) {
+      // Under the fault-injection suite the machine is loaded: ask again.
+      if (chaos_log_.is_open()) return false;
+      Die("fake GitHub /_fake/calls failed");
+    }
     boost::system::error_code ec;
     json::value calls = json::parse(r->body, ec);
     if (ec || !calls.is_array()) Die("fake GitHub /_fake/calls is not a JSON array");
     bool any = false;
-    const auto& all = calls.as_array();
-    for (size_t i = seen_; i < all.size(); ++i) {
-      const auto& c = all[i].as_object();
+    const auto& fresh = calls.as_array();
+    seen_ += fresh.size();
+    for (const auto& call : fresh) {
+      const auto& c = call.as_object();
       if (c.at("endpoint").as_string() != "POST /repos/{owner}/{repo}/dispatches" || c.at("status").as_int64() != 204) continue;
       const json::value* payload = c.at("body").as_object().if_contains("client_payload");
       if (!payload || !payload->is_object()) continue;
-      Answer(std::string(c.at("repo").as_string()), payload->as_object());
+      if (chaos_log_.is_open()) {
+        ChaosAnswer(std::string(c.at("repo").as_string()), payload->as_object());
+      } else {
+        Answer(std::string(c.at("repo").as_string()), payload->as_object());
+      }
       any = true;
     }
-    seen_ = all.size();
     return any;
   }
 
@@ -126,12 +144,12 @@ class Canary {
   int dispatches() const { return dispatches_; }
 
  private:
-  std::string Oidc(const std::string& repo) {
+  std::string Oidc(const std::string& repo, int64_t lifetime_s = 300) {
     int64_t now = NowS();
     json::object claims{{"iss", issuer_}, {"aud", audience_}, {"sub", "repo:" + repo + ":ref:refs/heads/main"},
                         {"repository", repo}, {"repository_id", std::to_string(std::hash<std::string>{}(repo) % 100000000)},
                         {"jti", run_id_ + "-" + std::to_string(++minted_)},
-                        {"iat", now}, {"nbf", now}, {"exp", now + 300}};
+                        {"iat", now}, {"nbf", now}, {"exp", now + lifetime_s}};
     return *relay::auth::SignRs256(claims, key_, kid_);
   }
 
@@ -209,6 +227,60 @@ class Canary {
     return w;
   }
 
+  // The fault-injection suite's downstream: every leg in_progress then
+  // completed, each callback sent until the relay decides it, as a
+  // workflow's retrying callback step would. What the relay answered goes to the chaos log,
+  // which tools/chaos/run counts against ClickHouse.
+  void ChaosAnswer(const std::string& repo, const json::object& payload) {
+    ++dispatches_;
+    std::string run_id = std::to_string(run_base_ + dispatches_);
+    std::string delivery = payload.contains("delivery_id") ? std::string(payload.at("delivery_id").as_string()) : "";
+    int legs = 1 + static_cast<int>(rng_() % 3);
+    for (int leg = 0; leg < legs; ++leg) {
+      std::string job = "test (" + std::to_string(leg + 1) + ", " + std::to_string(legs) + ")";
+      uint32_t roll = rng_() % 100;
+      std::string conclusion = roll < 85 ? "success" : roll < 95 ? "failure" : "cancelled";
+      for (const char* status : {"in_progress", "completed"}) {
+        json::object body = payload;
+        body["workflow"] = Workflow(run_id, 1, job, status, conclusion);
+        std::string text = json::serialize(body);
+        // One token per callback, sent again with every retry: the relay
+        // knows a retry by its token (a fresh token is a new callback).
+        // It outlives the retries.
+        std::string token = Oidc(repo, std::chrono::duration_cast<std::chrono::seconds>(retry_for_).count() + 300);
+        auto deadline = std::chrono::steady_clock::now() + retry_for_;
+        auto backoff = 200ms;
+        int tries = 0, got = 0;
+        std::string answer;
+        for (;;) {
+          ++tries;
+          auto r = collector_->Send(bhttp::verb::post, "/github/callback",
+                                    {{"Authorization", "Bearer " + token}, {"Content-Type", "application/json"}}, text);
+          got = r.ok() ? static_cast<int>(r->status) : 0;
+          answer = r.ok() ? r->body : std::string(r.status().message());
+          bool retry = got == 0 || got == 429 || got >= 500;
+          if (!retry || std::chrono::steady_clock::now() + backoff > deadline) break;
+          std::this_thread::sleep_for(backoff);
+          backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
+        }
+        std::string kind = std::string(status) + " -> " + std::to_string(got);
+        tally_.by_kind[kind]++;
+        if (got != 200) {
+          tally_.unexpected++;
+          std::cerr << "unexpected: " << repo << " " << status << ": " << got << " " << answer << "\n";
+        }
+        json::object line{{"delivery_id", delivery}, {"repo", repo}, {"run_id", run_id}, {"run_attempt", "1"},
+                          {"job_name", job}, {"status", status}, {"conclusion", conclusion}, {"http", got},
+                          {"tries", tries}};
+        boost::system::error_code ec;
+        json::value parsed = json::parse(answer, ec);
+        if (!ec && parsed.is_object() && parsed.as_object().contains("status")) line["outcome"] = parsed.at("status");
+        chaos_log_ << json::serialize(line) << "\n";
+        chaos_log_.flush();
+      }
+    }
+  }
+
   void Answer(const std::string& repo, const json::object& payload) {
     ++dispatches_;
     std::string run_id = std::to_string(run_base_ + dispatches_);
@@ -249,6 +321,8 @@ class Canary {
   int64_t minted_ = 0;
   Tally tally_;
   int64_t reported_cases_ = 0;
+  std::ofstream chaos_log_;
+  std::chrono::seconds retry_for_{600};
 };
 
 // Signing is the slow part (an RS256 signature is ~220 µs): both cores.

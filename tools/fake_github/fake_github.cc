@@ -137,7 +137,10 @@ class FakeImpl final : public FakeGitHub {
                 1 << 20);
     router_.Add(bhttp::verb::get, "/_fake/stats", [this](http::Request&&, http::Responder s) { Stats(s); });
     router_.Add(bhttp::verb::get, "/_fake/calls", [this](http::Request&& r, http::Responder s) {
-      Calls(s, std::string_view(r.target()).find("brief=1") != std::string_view::npos);
+      auto url = boost::urls::parse_origin_form(std::string_view(r.target()));
+      std::string since = "0";
+      if (url) if (auto ps = url->params(); ps.find("since") != ps.end()) since = (*ps.find("since")).value;
+      Calls(s, std::string_view(r.target()).find("brief=1") != std::string_view::npos, std::strtoul(since.c_str(), nullptr, 10));
     });
     router_.Add(bhttp::verb::post, "/_fake/reset", [this](http::Request&&, http::Responder s) { Reset(s); });
     router_.Add(bhttp::verb::post, "/_fake/deliver", [this](http::Request&& r, http::Responder s) { Deliver(r, s); },
@@ -282,12 +285,13 @@ class FakeImpl final : public FakeGitHub {
 
   // ?brief=1 leaves out the upstream payloads dispatches carry (a test of
   // ten thousand dispatches would otherwise fetch hundreds of MB).
-  void Calls(http::Responder& s, bool brief) {
+  // GET /_fake/calls[?brief=1][&since=N]: the calls from the N-th on.
+  void Calls(http::Responder& s, bool brief, size_t since) {
     std::lock_guard lock(mu_);
     if (record_) std::fflush(record_);
     json::array all;
-    for (const auto& c : calls_) {
-      all.push_back(c);
+    for (size_t i = since; i < calls_.size(); ++i) {
+      all.push_back(calls_[i]);
       if (!brief) continue;
       auto& o = all.back().as_object();
       if (auto* body = o.if_contains("body"); body && body->is_object()) {
