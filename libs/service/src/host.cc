@@ -64,7 +64,7 @@ const std::set<std::string>& SuiteKeys() {
       "lifecycle.max_lifetime", "lifecycle.max_nodes_per_group", "lifecycle.max_clusters_per_team",
       "lifecycle.leader_session_timeout", "lifecycle.ray_bin", "lifecycle.kubernetes.api_url",
       "lifecycle.kubernetes.token_file", "lifecycle.kubernetes.ca_file", "lifecycle.kubernetes.namespace",
-      "lifecycle.kubernetes.image", "lifecycle.kubernetes.ray_image",
+      "lifecycle.kubernetes.image", "lifecycle.kubernetes.ray_image", "lifecycle.kubernetes.ray_auth",
   };
   return kKeys;
 }

@@ -293,21 +293,31 @@ class KubernetesProvider final : public NodeProvider {
                      {"kind", "RayCluster"},
                      {"metadata", Metadata(c.id(), c, kNodeId, c.id() + "-head")},
                      {"spec", json::object{{"rayVersion", "2.60.0"},
-                                           // Token authentication (KubeRay's authOptions): the
-                                           // dashboard and Jobs API refuse anyone without it.
-                                           {"authOptions", json::object{{"mode", "token"}}},
                                            {"headGroupSpec", json::object{{"rayStartParams", json::object{}},
                                                                           {"template", head_template}}},
                                            {"workerGroupSpecs", workers}}}};
+    std::string collection = "/apis/ray.io/v1/namespaces/" + o_.namespace_ + "/rayclusters";
+    if (o_.ray_auth == "token") {
+      // Token authentication (KubeRay's authOptions): the dashboard and Jobs
+      // API refuse anyone without it. Strict field validation: an API server
+      // whose RayCluster CRD lacks the field answers 422 instead of dropping
+      // it and running the cluster open (lifecycle_k8s_it_test, KubeRay 1.5).
+      rc["spec"].as_object()["authOptions"] = json::object{{"mode", "token"}};
+      collection += "?fieldValidation=Strict";
+    }
     // The node id label names the head: the inventory maps the object to it.
     for (const auto& n : c.nodes()) {
       const v1::NodeGroup* g = Group(c, n.group());
       if (g && g->ray_role() == "head") rc["metadata"].as_object()["labels"].as_object()[kNodeId] = n.id();
     }
-    return Create("/apis/ray.io/v1/namespaces/" + o_.namespace_ + "/rayclusters", c.id(), rc, c.id());
+    return Create(collection, c.id(), rc, c.id());
   }
 
-  // Sets every worker group's replicas to its live worker nodes.
+  // Sets every worker group's replicas to its live worker nodes, and its
+  // maxReplicas to the group's count: KubeRay caps replicas at maxReplicas,
+  // so a group scaled past the count it was created with would otherwise
+  // never get its pods (found against KubeRay's operator,
+  // tests/integration/lifecycle_k8s_it_test.cc).
   absl::Status PatchWorkers(const v1::Cluster& c) {
     json::array ops;
     int index = 0;
@@ -315,6 +325,9 @@ class KubernetesProvider final : public NodeProvider {
       if (g.ray_role() != "worker") continue;
       int64_t live = 0;
       for (const auto& n : c.nodes()) live += (n.group() == g.name() && (n.state() == "STARTING" || n.state() == "RUNNING")) ? 1 : 0;
+      ops.push_back(json::object{{"op", "replace"},
+                                 {"path", absl::StrCat("/spec/workerGroupSpecs/", index, "/maxReplicas")},
+                                 {"value", std::max<int64_t>({g.count(), live, 1})}});
       ops.push_back(json::object{{"op", "replace"},
                                  {"path", absl::StrCat("/spec/workerGroupSpecs/", index, "/replicas")},
                                  {"value", live}});
@@ -333,8 +346,14 @@ class KubernetesProvider final : public NodeProvider {
     auto r = Call(bhttp::verb::post, collection, json::serialize(obj));
     if (!r.ok()) return r.status();
     if (r->status == 201 || r->status == 200) return absl::OkStatus();
+    // The object itself refused (schema, strict fields, admission): asking
+    // again changes nothing, so the reason is kept for the operator.
+    if (r->status == 422 || r->status == 400) {
+      return absl::FailedPreconditionError(absl::StrCat("create ", name, ": the API server refused it (", r->status,
+                                                        "): ", r->body.substr(0, 400)));
+    }
     if (r->status == 409) {
-      auto existing = Get(collection + "/" + name);
+      auto existing = Get(collection.substr(0, collection.find('?')) + "/" + name);
       if (existing.ok() && Str(*existing, {"metadata", "labels", kClusterId}) == cluster) return absl::OkStatus();
       return absl::FailedPreconditionError(name + " exists and is not this cluster's");
     }
@@ -384,6 +403,13 @@ class KubernetesProvider final : public NodeProvider {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<NodeProvider>> NewKubernetesProvider(KubernetesOptions options) {
+  if (options.ray_auth != "token" && options.ray_auth != "none") {
+    return absl::InvalidArgumentError("ray_auth '" + options.ray_auth + "' is not token or none");
+  }
+  if (options.ray_auth == "none") {
+    log::Warn("Ray clusters run without token authentication (lifecycle.kubernetes.ray_auth: none): their "
+              "dashboard and Jobs API answer anyone who reaches the pods; keep them behind NetworkPolicies", {});
+  }
   auto p = std::make_unique<KubernetesProvider>(std::move(options));
   RELAY_RETURN_IF_ERROR(p->Init());
   return std::unique_ptr<NodeProvider>(std::move(p));

@@ -206,6 +206,10 @@ absl::StatusOr<LifecycleSettings> LoadSettings(Config& config) {
   s.kubernetes.namespace_ = config.String("lifecycle.kubernetes.namespace", "");
   s.kubernetes.image = config.String("lifecycle.kubernetes.image", s.kubernetes.image);
   s.kubernetes.ray_image = config.String("lifecycle.kubernetes.ray_image", s.kubernetes.ray_image);
+  s.kubernetes.ray_auth = config.String("lifecycle.kubernetes.ray_auth", s.kubernetes.ray_auth);
+  if (s.kubernetes.ray_auth != "token" && s.kubernetes.ray_auth != "none") {
+    config.Fail("lifecycle.kubernetes.ray_auth", "'" + s.kubernetes.ray_auth + "' is not token or none");
+  }
   s.tokens_file = config.String("lifecycle.tokens_file", "");
   s.oidc = auth::ReadOidcSettings(config, "lifecycle");
   if (!config.String("lifecycle.oidc.team_claim", "").empty()) {

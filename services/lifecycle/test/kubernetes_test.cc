@@ -252,6 +252,16 @@ TEST_F(KubernetesTest, RayClusterIsOneKubeRayObjectScaledByPatch) {
   controller_->ReconcileOnce();
   EXPECT_EQ(Api(bhttp::verb::get, path).at("spec").at("workerGroupSpecs").as_array()[0].at("replicas").as_int64(), 1);
 
+  // Past the count it was created with: KubeRay caps replicas at
+  // maxReplicas, so that is raised too (lifecycle_k8s_it_test saw the
+  // operator ignore the extra replica before).
+  scale.set_count(3);
+  ASSERT_TRUE(controller_->Scale(kMl, scale).ok());
+  for (int i = 0; i < 3; ++i) controller_->ReconcileOnce();
+  auto grown = Api(bhttp::verb::get, path).at("spec").at("workerGroupSpecs").as_array()[0];
+  EXPECT_EQ(grown.at("replicas").as_int64(), 3);
+  EXPECT_EQ(grown.at("maxReplicas").as_int64(), 3);
+
   ASSERT_TRUE(controller_->Delete(kMl, c->id()).ok());
   EXPECT_EQ(Drive(c->id(), "TERMINATED"), "TERMINATED");
   auto gone = client_->Send(bhttp::verb::get, path, {{"authorization", "Bearer fake-k8s-token"}}, "");

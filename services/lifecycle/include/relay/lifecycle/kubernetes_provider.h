@@ -9,7 +9,8 @@
 // cluster, created when the head node starts, worker groups' replicas
 // patched (JSON patch) as worker nodes start and stop; readiness from the
 // RayCluster's status (state `ready`, readyWorkerReplicas). Ray jobs run as
-// a Pod calling `ray job submit` against the head's service.
+// a Pod calling `ray job submit` against the head's service. Token
+// authentication for Ray: KubernetesOptions::ray_auth.
 //
 // Every object carries the labels app.kubernetes.io/managed-by=relay-lifecycle,
 // relay.dev/owner=<owner>, relay.dev/cluster-id and relay.dev/node-id or
@@ -42,6 +43,13 @@ struct KubernetesOptions {
   std::string ray_image = "rayproject/ray:2.60.0";  // Ray nodes and Ray job submitters
   std::string owner = "relay-lifecycle";
   std::string log_dir;      // job logs are copied here (<log_dir>/<cluster>/job-<id>.log)
+  // Ray clusters' dashboard and Jobs API: "token" asks KubeRay for token
+  // authentication (spec.authOptions) with strict field validation, so an
+  // operator whose CRD has no authOptions (KubeRay 1.5 and older) refuses
+  // the RayCluster (422) instead of silently running it open; "none" runs
+  // Ray clusters without it (only where NetworkPolicies keep everyone else
+  // away from the Ray pods; relay logs a warning at start).
+  std::string ray_auth = "token";
 };
 
 absl::StatusOr<std::unique_ptr<NodeProvider>> NewKubernetesProvider(KubernetesOptions options);
