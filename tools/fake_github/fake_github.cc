@@ -138,9 +138,11 @@ class FakeImpl final : public FakeGitHub {
     router_.Add(bhttp::verb::get, "/_fake/stats", [this](http::Request&&, http::Responder s) { Stats(s); });
     router_.Add(bhttp::verb::get, "/_fake/calls", [this](http::Request&& r, http::Responder s) {
       auto url = boost::urls::parse_origin_form(std::string_view(r.target()));
-      std::string since = "0";
+      std::string since = "0", limit = "0";
       if (url) if (auto ps = url->params(); ps.find("since") != ps.end()) since = (*ps.find("since")).value;
-      Calls(s, std::string_view(r.target()).find("brief=1") != std::string_view::npos, std::strtoul(since.c_str(), nullptr, 10));
+      if (url) if (auto ps = url->params(); ps.find("limit") != ps.end()) limit = (*ps.find("limit")).value;
+      Calls(s, std::string_view(r.target()).find("brief=1") != std::string_view::npos, std::strtoul(since.c_str(), nullptr, 10),
+            std::strtoul(limit.c_str(), nullptr, 10));
     });
     router_.Add(bhttp::verb::post, "/_fake/reset", [this](http::Request&&, http::Responder s) { Reset(s); });
     router_.Add(bhttp::verb::post, "/_fake/deliver", [this](http::Request&& r, http::Responder s) { Deliver(r, s); },
@@ -285,12 +287,13 @@ class FakeImpl final : public FakeGitHub {
 
   // ?brief=1 leaves out the upstream payloads dispatches carry (a test of
   // ten thousand dispatches would otherwise fetch hundreds of MB).
-  // GET /_fake/calls[?brief=1][&since=N]: the calls from the N-th on.
-  void Calls(http::Responder& s, bool brief, size_t since) {
+  // GET /_fake/calls[?brief=1][&since=N][&limit=M]: the calls from the N-th on, M at most.
+  void Calls(http::Responder& s, bool brief, size_t since, size_t limit) {
     std::lock_guard lock(mu_);
     if (record_) std::fflush(record_);
     json::array all;
-    for (size_t i = since; i < calls_.size(); ++i) {
+    size_t end = limit ? std::min(calls_.size(), since + limit) : calls_.size();
+    for (size_t i = since; i < end; ++i) {
       all.push_back(calls_[i]);
       if (!brief) continue;
       auto& o = all.back().as_object();
