@@ -1,0 +1,1 @@
+"""tools/chaos/run's parts: the stack, the load, the faults, the counting."""
