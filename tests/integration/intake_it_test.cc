@@ -470,6 +470,59 @@ TEST_F(IntakeIT, RefusesToStartWithoutASecretOrWithBadConfig) {
   EXPECT_THAT(log, ::testing::Not(HasSubstr(Env("RELAY_IT_SECRET"))));  // secrets never logged
 }
 
+// relay's Kafka clients authenticate when configured (kafka.security_protocol,
+// libs/kafka/security.h): the fixture broker's SASL/PLAIN listener
+// (tools/kafka/kafka-dev) takes intake's records with the right password;
+// with a wrong one, or none, nothing is acknowledged and /readyz says so.
+TEST_F(IntakeIT, KafkaSaslTakesRecordsOnlyWithTheRightPassword) {
+  std::string kdir = Env("RELAY_IT_KAFKA_DIR");
+  std::string sasl = ReadFile(kdir + "/sasl-bootstrap");
+  while (!sasl.empty() && sasl.back() == '\n') sasl.pop_back();
+  ASSERT_FALSE(sasl.empty()) << kdir << " holds a broker formatted before kafka-dev had a SASL listener: remove it";
+  std::string wrong = Env("RELAY_IT_DIR") + "/wrong-sasl-password";
+  std::ofstream(wrong) << "not-the-password\n";
+  auto sasl_env = [&](const std::string& password_file) {
+    return std::map<std::string, std::string>{{"RELAY_KAFKA_BOOTSTRAP", sasl},
+                                              {"RELAY_KAFKA_SECURITY_PROTOCOL", "sasl_plaintext"},
+                                              {"RELAY_KAFKA_SASL_MECHANISM", "PLAIN"},
+                                              {"RELAY_KAFKA_SASL_USERNAME", "relay"},
+                                              {"RELAY_KAFKA_SASL_PASSWORD_FILE", password_file},
+                                              {"RELAY_KAFKA_DELIVERY_TIMEOUT", "3s"}};
+  };
+  std::string run = RunId();
+  {
+    Intake intake(sasl_env(kdir + "/sasl-password"));
+    ASSERT_NE(intake.port(), 0);
+    HttpClient client("127.0.0.1", intake.port(), 10s);
+    // Ready once its first topic check (over SASL too) has passed.
+    relay::testing::HttpResult ready;
+    auto deadline = std::chrono::steady_clock::now() + 20s;
+    while ((ready = client.Get("/readyz")).status != 200 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(100ms);
+    }
+    EXPECT_EQ(ready.status, 200) << ready.body;
+    auto r = client.Post("/github/webhook", Headers(corpus_[0], run + "ok"), corpus_[0].body);
+    EXPECT_EQ(r.status, 202) << r.body << r.error;
+  }
+  auto refused = [&](std::map<std::string, std::string> env, const std::string& id) {
+    Intake intake(std::move(env));
+    ASSERT_NE(intake.port(), 0);
+    HttpClient client("127.0.0.1", intake.port(), 10s);
+    auto r = client.Post("/github/webhook", Headers(corpus_[0], run + id), corpus_[0].body);
+    EXPECT_EQ(r.status, 503) << id << ": " << r.body << r.error;
+    EXPECT_NE(client.Get("/readyz").status, 200) << id;
+  };
+  refused(sasl_env(wrong), "wrong");
+  refused({{"RELAY_KAFKA_BOOTSTRAP", sasl}, {"RELAY_KAFKA_DELIVERY_TIMEOUT", "3s"}}, "plaintext");
+  auto topic = TopicByDelivery(run);
+  EXPECT_EQ(topic.size(), 1u);
+  EXPECT_EQ(topic.count(run + "ok"), 1u);
+  // The password is never logged, not even when Kafka refuses it.
+  std::string log = ReadFile(Env("RELAY_IT_DIR") + "/intake.log");
+  EXPECT_THAT(log, ::testing::Not(HasSubstr(ReadFile(kdir + "/sasl-password").substr(0, 32))));
+  EXPECT_THAT(log, ::testing::Not(HasSubstr("not-the-password")));
+}
+
 TEST_F(IntakeIT, ShippedExampleConfigStartsTheService) {
   std::string secrets = Env("RELAY_IT_DIR") + "/example-secrets";
   std::ofstream(secrets) << "# rotation: old and new\n" << Env("RELAY_IT_SECRET") << "\nanother-secret-0123456789\n";

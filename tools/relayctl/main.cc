@@ -7,7 +7,10 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "relay/base/config.h"
+#include "relay/kafka/security.h"
 #include "relay/lifecycle/ctl.h"
+#include "relay/service/service.h"
 #include "relayctl.h"
 
 namespace {
@@ -59,6 +62,10 @@ global options (also RELAY_KAFKA_BOOTSTRAP, RELAY_SERVICES="intake=http://h:p,di
   --json                       machine output: one JSON document on stdout
   --progress / --no-progress   a progress bar with ETA on stderr (default: when stderr is a terminal)
   --timeout SECONDS            Kafka and HTTP requests (default 10)
+Kafka authentication, as the services read it: RELAY_KAFKA_SECURITY_PROTOCOL
+  (plaintext | ssl | sasl_plaintext | sasl_ssl), RELAY_KAFKA_SASL_MECHANISM,
+  RELAY_KAFKA_SASL_USERNAME, RELAY_KAFKA_SASL_PASSWORD_FILE, RELAY_KAFKA_SSL_CA_FILE,
+  RELAY_KAFKA_SSL_CERTIFICATE_FILE, RELAY_KAFKA_SSL_KEY_FILE
 
 exit codes:
   0  done (status: everything ready)
@@ -139,6 +146,16 @@ int main(int argc, char** argv) {
     return relay::lifecycle::CtlMain(static_cast<int>(rest.size()), cargv.data(), "relayctl clusters");
   }
   if (ctx.bootstrap.empty()) return Fail(kBadInput, "no Kafka given: --bootstrap HOST:PORT or RELAY_KAFKA_BOOTSTRAP");
+  {
+    // Kafka authentication as the services read it (kafka.security_protocol
+    // and the rest), from RELAY_KAFKA_* variables.
+    auto config = relay::Config::Load("", relay::Config::ProcessEnvironment());
+    if (!config.ok()) return Fail(kBadInput, std::string(config.status().message()));
+    relay::kafka::Security security = relay::kafka::ReadSecurity(*config);
+    config->AlsoKnown(relay::service::SuiteKeys());
+    if (absl::Status s = config->Finish(); !s.ok()) return Fail(kBadInput, std::string(s.message()));
+    relay::kafka::SetSecurity(std::move(security));
+  }
   if (command == "status") return Status(ctx, rest);
   if (command == "replay") return Replay(ctx, rest);
   if (command == "dlq") return Dlq(ctx, rest);

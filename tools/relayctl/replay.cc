@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "relay/kafka/cluster_admin.h"
+#include "relay/kafka/security.h"
 #include "relayctl.h"
 
 namespace relay::relayctl {
@@ -124,6 +125,8 @@ rd_kafka_conf_t* Conf(const Context& ctx, std::vector<std::pair<std::string, std
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   char err[512];
   props.insert(props.begin(), {{"bootstrap.servers", ctx.bootstrap}, {"client.id", "relayctl"}, {"log_level", "3"}});
+  auto security = kafka::SecurityProperties();
+  props.insert(props.begin() + 3, security.begin(), security.end());
   for (const auto& [k, v] : props) rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err);
   return conf;
 }

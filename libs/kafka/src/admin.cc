@@ -6,6 +6,7 @@
 
 #include "relay/base/status.h"
 #include "relay/kafka/errors.h"
+#include "relay/kafka/security.h"
 
 namespace relay::kafka {
 namespace {
@@ -23,6 +24,10 @@ class KafkaAdmin final : public Admin {
         rd_kafka_conf_set(conf, "client.id", client_id.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
       rd_kafka_conf_destroy(conf);
       return absl::InvalidArgumentError(std::string("kafka admin: ") + err);
+    }
+    if (absl::Status s = ApplySecurity(conf); !s.ok()) {
+      rd_kafka_conf_destroy(conf);
+      return s;
     }
     RouteLogs(conf);
     // A producer handle: the admin API needs a handle of either kind, and

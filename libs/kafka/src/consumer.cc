@@ -14,6 +14,7 @@
 #include "relay/base/log.h"
 #include "relay/kafka/consumer.h"
 #include "relay/kafka/errors.h"
+#include "relay/kafka/security.h"
 
 namespace relay::kafka {
 namespace {
@@ -76,6 +77,7 @@ class KafkaSource final : public internal::Source {
         // For relay_kafka_consumer_lag (OnStats); an extra property may change it.
         {"statistics.interval.ms", "15000"},
     };
+    for (auto& kv : SecurityProperties()) props.emplace_back(std::move(kv));
     for (const auto& kv : options_.extra) props.emplace_back(kv);
     for (const auto& [k, v] : props) {
       if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
@@ -282,6 +284,7 @@ absl::StatusOr<rd_kafka_t*> NewUngroupedConsumer(const std::string& what,
                                {"enable.auto.commit", "false"},
                                {"enable.auto.offset.store", "false"},
                                {"enable.partition.eof", "false"}});
+  for (auto& kv : SecurityProperties()) props.emplace_back(std::move(kv));
   for (const auto& kv : extra) props.emplace_back(kv);
   char err[512];
   rd_kafka_conf_t* conf = rd_kafka_conf_new();

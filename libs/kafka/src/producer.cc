@@ -43,6 +43,7 @@
 #include "relay/base/log.h"
 #include "relay/kafka/errors.h"
 #include "relay/kafka/producer.h"
+#include "relay/kafka/security.h"
 
 namespace relay::kafka {
 namespace {
@@ -218,6 +219,7 @@ class KafkaProducer final : public Producer {
         // Only the delivery reports we need: every one, success or not.
         {"delivery.report.only.error", "false"},
     };
+    for (auto& kv : SecurityProperties()) props.emplace_back(std::move(kv));
     for (const auto& kv : options_.extra) props.emplace_back(kv);
     for (const auto& [k, v] : props) {
       if (auto s = set(k, v); !s.ok()) {

@@ -29,6 +29,7 @@
 #include "relay/base/log.h"
 #include "relay/kafka/errors.h"
 #include "relay/kafka/producer.h"
+#include "relay/kafka/security.h"
 
 namespace relay::kafka {
 
@@ -93,6 +94,7 @@ class TransactionalProducer final : public Producer {
         {"transaction.timeout.ms", std::to_string(std::max<int64_t>(10'000, timeout.count() * 2))},
         {"message.max.bytes", std::to_string(options_.message_max_bytes)},
     };
+    for (auto& kv : SecurityProperties()) props.emplace_back(std::move(kv));
     for (const auto& kv : options_.extra) props.emplace_back(kv);
     for (const auto& [k, v] : props) {
       if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {

@@ -18,6 +18,7 @@
 #include "relay/base/log.h"
 #include "relay/base/signals.h"
 #include "relay/base/status.h"
+#include "relay/kafka/security.h"
 
 namespace relay::service {
 
@@ -27,7 +28,9 @@ const std::set<std::string>& SuiteKeys() {
       "http.listen", "http.threads", "http.header_timeout", "http.idle_timeout", "http.body_timeout",
       "http.handler_timeout", "http.max_connections", "http.max_body_bytes_in_flight", "http.drain_delay",
       "http.drain_timeout", "log.level", "kafka.bootstrap", "kafka.client_id", "kafka.delivery_timeout",
-      "kafka.linger", "kafka.compression",
+      "kafka.linger", "kafka.compression", "kafka.security_protocol", "kafka.sasl_mechanism",
+      "kafka.sasl_username", "kafka.sasl_password_file", "kafka.ssl_ca_file", "kafka.ssl_certificate_file",
+      "kafka.ssl_key_file",
       // relay-intake
       "intake.topic", "intake.topic_check_interval", "intake.max_body", "intake.webhook_secrets",
       "intake.webhook_secrets_file", "intake.dedup_window", "intake.dedup_max_entries",
@@ -317,6 +320,9 @@ class HostImpl final : public Host, public Runtime {
 
 absl::StatusOr<std::unique_ptr<Host>> Host::Start(Definition definition, Config config, Factories factories) {
   CommonSettings common = ReadCommonSettings(config);
+  // Before the service makes its first Kafka client (kafka/security.h: one
+  // security setting per process).
+  kafka::Security kafka_security = kafka::ReadSecurity(config);
   absl::StatusOr<Starter> starter = definition.configure(config, common);
   // Every configuration problem at once: the service's own error (if it
   // returned one) and all that the config recorded.
@@ -328,6 +334,7 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(Definition definition, Config 
     if (!finished.ok()) message += (message.empty() ? "" : "\n") + std::string(finished.message());
     return absl::InvalidArgumentError(message);
   }
+  kafka::SetSecurity(std::move(kafka_security));
   log::Level level = log::Level::kInfo;
   log::ParseLevel(common.log_level, &level);
   log::SetLevel(level);

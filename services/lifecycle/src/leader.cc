@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "relay/base/log.h"
+#include "relay/kafka/security.h"
 
 namespace relay::lifecycle {
 namespace {
@@ -51,6 +52,10 @@ class Elector final : public LeaderElector {
         return st;
       }
     }
+    if (auto st = kafka::ApplySecurity(conf); !st.ok()) {
+      rd_kafka_conf_destroy(conf);
+      return st;
+    }
     rd_kafka_conf_set_opaque(conf, this);
     rd_kafka_conf_set_rebalance_cb(conf, &Elector::OnRebalance);
     char err[512];
@@ -71,6 +76,10 @@ class Elector final : public LeaderElector {
         rd_kafka_conf_destroy(pconf);
         return st;
       }
+    }
+    if (auto st = kafka::ApplySecurity(pconf); !st.ok()) {
+      rd_kafka_conf_destroy(pconf);
+      return st;
     }
     rd_kafka_conf_set_dr_msg_cb(pconf, &Elector::OnDelivery);
     producer_ = rd_kafka_new(RD_KAFKA_PRODUCER, pconf, err, sizeof err);

@@ -124,25 +124,34 @@ def count(stack, load, fanout, warm, callbacks_log, prefix):
     # The same transition under two versions would be a second decision.
     collector_pb2 = stack.pb[0]
     per_job = collections.defaultdict(collections.Counter)
+    recorded = set()  # (delivery, repo, run, job, status) of every transition written
     for key, value in topic_records(stack, "ci.results"):
         r = collector_pb2.JobResult()
         r.ParseFromString(value)
         per_job[r.job_id][(r.trusted.status, r.version)] += 1
+        recorded.add((r.trusted.delivery_id, r.trusted.verified_repo.lower(), r.reported.run_id,
+                      r.reported.job_name, r.trusted.status))
     rewritten = sum(n - 1 for c in per_job.values() for n in c.values() if n > 1)
     records = sum(sum(c.values()) for c in per_job.values())
     twice_decided = sum(1 for c in per_job.values()
                         for st in {s for s, _ in c} if len({v for s2, v in c if s2 == st}) > 1)
     jobs_acked = {(l["delivery_id"], l["repo"].lower(), l["run_id"], l["job_name"]) for l in ok
                   if l.get("outcome") != "ignored"}
+    # A callback answered 200 and not ignored (L1 repos) is acknowledged:
+    # its transition must be in ci.results, or it was lost after the answer.
+    unrecorded = sorted({(l["delivery_id"], l["repo"].lower(), l["run_id"], l["job_name"], l["status"])
+                         for l in ok if l.get("outcome") != "ignored"} - recorded)
     # Every dispatch GitHub accepted must have been answered by the
     # downstream, or this stage counted only part of the run.
     answered = {(l["delivery_id"], l["repo"].lower()) for l in lines}
     unanswered = sorted(p for p in seen if p not in answered)
     stages.append({"stage": "callbacks decided (collector, ci.results)", "attempted": len(lines),
-                   "acknowledged": len(ok), "lost": len(lines) - len(ok), "duplicated": twice_decided,
-                   "rewritten": rewritten, "unanswered_dispatches": len(unanswered),
-                   "unanswered_ids": [list(p) for p in unanswered[:20]],
+                   "acknowledged": len(ok), "lost": len(lines) - len(ok) + len(unrecorded),
+                   "duplicated": twice_decided, "rewritten": rewritten, "unanswered_dispatches": len(unanswered),
+                   "unanswered_ids": [list(p) for p in unanswered[:20]], "unrecorded": len(unrecorded),
+                   "lost_ids": [list(p) for p in unrecorded[:20]],
                    "note": f"{len(answered)} dispatches answered by the downstream, {len(unanswered)} not; "
+                           f"{len(unrecorded)} accepted transitions missing from ci.results; "
                            f"{len(jobs_acked)} jobs; {records} ci.results records for {len(per_job)} job ids; "
                            f"{rewritten} the same transition written again (same version) by an owner that "
                            f"crashed before its batch was done",
@@ -211,7 +220,8 @@ def report(args, stages, faults, load, problems, started, elapsed, kills_total):
     out.append(f"Run {started:%Y-%m-%dT%H:%MZ}, {elapsed / 60:.1f} minutes, on {os.cpu_count()} cores ({cpu}), "
                f"{platform.system()} {platform.release()}; commit {sh('git', '-C', ROOT, 'rev-parse', '--short', 'HEAD')}.")
     out.append(f"Command: `tools/chaos/run --duration {args.duration} --rate {args.rate} --kill-every "
-               f"{args.kill_every} --clickhouse-stop {args.clickhouse_stop} --seed {args.seed}`")
+               f"{args.kill_every} --clickhouse-stop {args.clickhouse_stop} --seed {args.seed}"
+               + (f" --min-kills {args.min_kills}" if getattr(args, "min_kills", None) is not None else "") + "`")
     out.append("")
     answers = ", ".join(f"{k or 'no answer'}: {v}" for k, v in sorted(load.answers.items()))
     out.append(f"Load: {len(load.sent)} signed pull_request webhooks at {args.rate}/s ({load.retries} retries; "
