@@ -155,6 +155,13 @@ int main(int argc, char** argv) {
     config->AlsoKnown(relay::service::SuiteKeys());
     if (absl::Status s = config->Finish(); !s.ok()) return Fail(kBadInput, std::string(s.message()));
     relay::kafka::SetSecurity(std::move(security));
+    // librdkafka takes them here or nowhere (e.g. sasl_ssl in a build
+    // without TLS): say so now, not as a silently plaintext client later
+    // (replay's handles set their properties unchecked).
+    rd_kafka_conf_t* probe = rd_kafka_conf_new();
+    absl::Status applied = relay::kafka::ApplySecurity(probe);
+    rd_kafka_conf_destroy(probe);
+    if (!applied.ok()) return Fail(kBadInput, std::string(applied.message()));
   }
   if (command == "status") return Status(ctx, rest);
   if (command == "replay") return Replay(ctx, rest);

@@ -67,8 +67,9 @@ std::vector<std::pair<std::string, std::string>> Security::Properties() const {
 
 Security ReadSecurity(Config& config) {
   Security s;
-  s.protocol = config.String("kafka.security_protocol", "plaintext");
-  s.sasl_mechanism = config.String("kafka.sasl_mechanism", "");
+  // As librdkafka: any case (SASL_SSL, sasl_ssl; scram-sha-512).
+  s.protocol = absl::AsciiStrToLower(config.String("kafka.security_protocol", "plaintext"));
+  s.sasl_mechanism = absl::AsciiStrToUpper(config.String("kafka.sasl_mechanism", ""));
   s.sasl_username = config.String("kafka.sasl_username", "");
   if (std::string path = config.String("kafka.sasl_password_file", ""); !path.empty()) {
     std::ifstream in(path);
