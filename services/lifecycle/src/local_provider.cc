@@ -16,6 +16,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -64,22 +65,36 @@ void SignalSession(int64_t sid, int sig) {
   ::closedir(d);
 }
 
-// A port free on 127.0.0.1 now (the kernel's choice). Another process may
-// take it before Ray binds it; Ray then fails to start and the node is
-// retried as any failed node is.
-absl::StatusOr<int> FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::UnavailableError("socket: " + std::string(std::strerror(errno)));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  if (rc == 0) rc = ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  if (rc != 0) return absl::UnavailableError("no free port: " + std::string(std::strerror(errno)));
-  return static_cast<int>(ntohs(a.sin_port));
+// N distinct ports free on 127.0.0.1 now (the kernel's choice). All N
+// sockets stay bound until the last is chosen: a port picked and released
+// one at a time can come back for the next pick, and a Ray node given the
+// same port for two components refuses to start (seen: dashboard agent HTTP
+// and gRPC both 47701). Another process may still take a port before Ray
+// binds it; Ray then fails to start and the node is retried as any failed
+// node is.
+absl::StatusOr<std::vector<int>> FreePorts(int n) {
+  std::vector<int> fds, ports;
+  absl::Status status;
+  for (int i = 0; i < n && status.ok(); ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      status = absl::UnavailableError("socket: " + std::string(std::strerror(errno)));
+      break;
+    }
+    fds.push_back(fd);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    socklen_t len = sizeof a;
+    int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    if (rc == 0) rc = ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    if (rc != 0) status = absl::UnavailableError("no free port: " + std::string(std::strerror(errno)));
+    ports.push_back(static_cast<int>(ntohs(a.sin_port)));
+  }
+  for (int fd : fds) ::close(fd);
+  if (!status.ok()) return status;
+  return ports;
 }
 
 // One request to a Ray process on 127.0.0.1 (short timeouts: the reconcile
@@ -293,9 +308,8 @@ class LocalProvider final : public NodeProvider {
     }
     if (cluster.spec().kind() == "ray" && !cluster.secrets().count("ray_token")) {
       (*cluster.mutable_secrets())["ray_token"] = RandomHex(24);
-      RELAY_ASSIGN_OR_RETURN(int gcs, FreePort());
-      RELAY_ASSIGN_OR_RETURN(int dashboard, FreePort());
-      RELAY_ASSIGN_OR_RETURN(int client, FreePort());
+      RELAY_ASSIGN_OR_RETURN(std::vector<int> ports, FreePorts(3));
+      const int gcs = ports[0], dashboard = ports[1], client = ports[2];
       auto& d = *cluster.mutable_provider_data();
       d["gcs_address"] = "127.0.0.1:" + std::to_string(gcs);
       d["dashboard_port"] = std::to_string(dashboard);
@@ -475,10 +489,8 @@ class LocalProvider final : public NodeProvider {
   // `ray start --block` for one node: the node process is the block
   // process, its Ray daemons die with it (Ray sets PR_SET_PDEATHSIG).
   absl::StatusOr<std::vector<std::string>> RayArgv(const v1::Cluster& c, const v1::NodeGroup& g, v1::Node& node) {
-    RELAY_ASSIGN_OR_RETURN(int agent_http, FreePort());
-    RELAY_ASSIGN_OR_RETURN(int agent_grpc, FreePort());
-    RELAY_ASSIGN_OR_RETURN(int runtime_env, FreePort());
-    RELAY_ASSIGN_OR_RETURN(int metrics, FreePort());
+    RELAY_ASSIGN_OR_RETURN(std::vector<int> ports, FreePorts(4));
+    const int agent_http = ports[0], agent_grpc = ports[1], runtime_env = ports[2], metrics = ports[3];
     node.set_address("127.0.0.1:" + std::to_string(agent_http));
     double cpus = g.resources().cpus() > 0 ? g.resources().cpus() : 1;
     int64_t store = std::max<int64_t>(g.resources().memory_mb() / 4, 80) * 1024 * 1024;  // Ray's minimum is 75 MiB
