@@ -18,9 +18,6 @@
 #include <sstream>
 #include <vector>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <boost/json.hpp>
 
 #include "absl/cleanup/cleanup.h"
@@ -28,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "free_ports.h"
 #include "relay/base/log.h"
 #include "relay/base/random.h"
 #include "relay/base/status.h"
@@ -63,38 +61,6 @@ void SignalSession(int64_t sid, int sig) {
     if (ReadProcStat(pid, p) && p.sid == sid && p.state != 'Z') ::kill(static_cast<pid_t>(pid), sig);
   }
   ::closedir(d);
-}
-
-// N distinct ports free on 127.0.0.1 now (the kernel's choice). All N
-// sockets stay bound until the last is chosen: a port picked and released
-// one at a time can come back for the next pick, and a Ray node given the
-// same port for two components refuses to start (seen: dashboard agent HTTP
-// and gRPC both 47701). Another process may still take a port before Ray
-// binds it; Ray then fails to start and the node is retried as any failed
-// node is.
-absl::StatusOr<std::vector<int>> FreePorts(int n) {
-  std::vector<int> fds, ports;
-  absl::Status status;
-  for (int i = 0; i < n && status.ok(); ++i) {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      status = absl::UnavailableError("socket: " + std::string(std::strerror(errno)));
-      break;
-    }
-    fds.push_back(fd);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = 0;
-    socklen_t len = sizeof a;
-    int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    if (rc == 0) rc = ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    if (rc != 0) status = absl::UnavailableError("no free port: " + std::string(std::strerror(errno)));
-    ports.push_back(static_cast<int>(ntohs(a.sin_port)));
-  }
-  for (int fd : fds) ::close(fd);
-  if (!status.ok()) return status;
-  return ports;
 }
 
 // One request to a Ray process on 127.0.0.1 (short timeouts: the reconcile
