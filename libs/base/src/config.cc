@@ -1,8 +1,11 @@
 #include "relay/base/config.h"
+#include "relay/base/secret_file.h"
 
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include <yaml-cpp/yaml.h>
 
@@ -245,6 +248,17 @@ absl::Status Config::Finish() const {
   }
   if (errors.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError("invalid configuration:\n  " + absl::StrJoin(errors, "\n  "));
+}
+
+std::string ReadSecretFile(Config& config, const std::string& key) {
+  std::string path = config.String(key, "");
+  if (path.empty()) return "";
+  std::ifstream in(path);
+  std::stringstream content;
+  if (in) content << in.rdbuf();
+  std::string secret(absl::StripTrailingAsciiWhitespace(content.str()));
+  if (!in || secret.empty()) config.Fail(key, "cannot read a password from " + path);
+  return secret;
 }
 
 }  // namespace relay

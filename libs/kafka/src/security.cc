@@ -1,10 +1,9 @@
 #include "relay/kafka/security.h"
 
-#include <fstream>
 #include <mutex>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "relay/base/secret_file.h"
 
 namespace relay::kafka {
 namespace {
@@ -71,13 +70,7 @@ Security ReadSecurity(Config& config) {
   s.protocol = absl::AsciiStrToLower(config.String("kafka.security_protocol", "plaintext"));
   s.sasl_mechanism = absl::AsciiStrToUpper(config.String("kafka.sasl_mechanism", ""));
   s.sasl_username = config.String("kafka.sasl_username", "");
-  if (std::string path = config.String("kafka.sasl_password_file", ""); !path.empty()) {
-    std::ifstream in(path);
-    std::stringstream content;
-    if (in) content << in.rdbuf();
-    s.sasl_password = std::string(absl::StripTrailingAsciiWhitespace(content.str()));
-    if (!in || s.sasl_password.empty()) config.Fail("kafka.sasl_password_file", "cannot read a password from " + path);
-  }
+  s.sasl_password = ReadSecretFile(config, "kafka.sasl_password_file");
   s.ssl_ca_file = config.String("kafka.ssl_ca_file", "");
   s.ssl_certificate_file = config.String("kafka.ssl_certificate_file", "");
   s.ssl_key_file = config.String("kafka.ssl_key_file", "");

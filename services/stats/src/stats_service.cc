@@ -13,6 +13,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "relay/base/log.h"
+#include "relay/base/secret_file.h"
 #include "relay/base/status.h"
 #include "relay/stats/ci_files.h"
 #include "relay/stats/hud/hud_server.h"
@@ -371,19 +372,6 @@ class StatsService final : public service::Service {
   prometheus::Gauge& schema_version_;
 };
 
-std::string ReadSecret(Config& config, const std::string& key) {
-  std::string path = config.String(key, "");
-  if (path.empty()) return "";
-  std::ifstream in(path);
-  if (!in) {
-    config.Fail(key, "cannot read " + path);
-    return "";
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return std::string(absl::StripTrailingAsciiWhitespace(ss.str()));
-}
-
 }  // namespace
 
 clickhouse::ClientOptions ReadClickHouseOptions(Config& config) {
@@ -391,7 +379,7 @@ clickhouse::ClientOptions ReadClickHouseOptions(Config& config) {
   o.url = config.String("clickhouse.url", "http://127.0.0.1:8123");
   o.database = config.String("clickhouse.database", "relay");
   o.user = config.String("clickhouse.user", "default");
-  o.password = ReadSecret(config, "clickhouse.password_file");
+  o.password = ReadSecretFile(config, "clickhouse.password_file");
   o.timeout = config.Duration("clickhouse.timeout", 60s, 1s, 1h);
   return o;
 }
