@@ -72,23 +72,39 @@ absl::StatusOr<std::vector<ServiceToken>> LoadServiceTokens(const std::string& p
   return ParseServiceTokens(ss.str(), path);
 }
 
-absl::StatusOr<std::vector<OidcCallerRule>> ParseOidcCallerRules(const std::vector<std::string>& entries) {
+absl::StatusOr<std::vector<OidcCallerRule>> ParseOidcCallerRules(const std::vector<std::string>& entries,
+                                                                 std::string_view default_issuer) {
   std::vector<OidcCallerRule> out;
   std::set<std::string> seen;
   for (const auto& e : entries) {
     auto eq = e.find('=');
-    std::string who = absl::AsciiStrToLower(absl::StripAsciiWhitespace(e.substr(0, eq)));
+    std::string lhs(absl::StripAsciiWhitespace(e.substr(0, eq)));
+    std::string issuer(default_issuer);
+    // "<issuer> owner=team": the issuer is everything before the last space.
+    if (auto space = lhs.find_last_of(" \t"); space != std::string::npos) {
+      issuer = std::string(absl::StripAsciiWhitespace(lhs.substr(0, space)));
+      lhs = lhs.substr(space + 1);
+      if (issuer.find_first_of(" \t") != std::string::npos || issuer.find("://") == std::string::npos) {
+        return absl::InvalidArgumentError("OIDC allow rule '" + e + "': '" + issuer +
+                                          "' is not an issuer URL (write <issuer> owner=team)");
+      }
+    }
+    std::string who = absl::AsciiStrToLower(lhs);
     std::string team(eq == std::string::npos ? "" : absl::StripAsciiWhitespace(e.substr(eq + 1)));
-    if (eq == std::string::npos || who.empty() || team.empty()) {
-      return absl::InvalidArgumentError("OIDC allow rule '" + e + "': write owner=team or owner/repo=team");
+    if (eq == std::string::npos || who.empty() || team.empty() || issuer.empty()) {
+      return absl::InvalidArgumentError("OIDC allow rule '" + e +
+                                        "': write owner=team, owner/repo=team or <issuer> owner[/repo]=team");
     }
     size_t slashes = std::count(who.begin(), who.end(), '/');
     if (slashes > 1 || who.front() == '/' || who.back() == '/' ||
         who.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-_./") != std::string::npos) {
       return absl::InvalidArgumentError("OIDC allow rule '" + e + "': '" + who + "' is not a GitHub owner or owner/repo");
     }
-    if (!seen.insert(who).second) return absl::InvalidArgumentError("OIDC allow rule for '" + who + "' is listed twice");
+    if (!seen.insert(issuer + " " + who).second) {
+      return absl::InvalidArgumentError("OIDC allow rule for '" + who + "' of " + issuer + " is listed twice");
+    }
     OidcCallerRule r;
+    r.issuer = issuer;
     (slashes == 0 ? r.owner : r.repository) = who;
     r.team = team;
     out.push_back(std::move(r));
@@ -104,6 +120,12 @@ absl::StatusOr<std::unique_ptr<CallerAuthenticator>> CallerAuthenticator::New(st
     return absl::InvalidArgumentError(
         "OIDC callers are on but no allow rule says who may call: any repository on GitHub can mint a token with "
         "any audience; list owners or repositories, each with its team");
+  }
+  for (const auto& r : rules) {
+    if (oidc && !oidc->Verifies(r.issuer)) {
+      return absl::InvalidArgumentError("OIDC allow rule for '" + r.owner + r.repository + "' names issuer " + r.issuer +
+                                        ", which is not configured (lifecycle.oidc.issuer or the providers file)");
+    }
   }
   std::unique_ptr<CallerAuthenticator> a(new CallerAuthenticator());
   a->tokens_ = std::move(tokens);
@@ -142,12 +164,15 @@ absl::StatusOr<Caller> CallerAuthenticator::Authenticate(std::string_view author
     std::string owner = repo.substr(0, repo.find('/'));
     const OidcCallerRule* by_owner = nullptr;
     for (const auto& r : rules_) {
+      // Another issuer's rule says nothing of this token: its repository
+      // claim is whatever that issuer chose to sign.
+      if (r.issuer != identity->issuer) continue;
       if (!r.repository.empty() && r.repository == repo) return Caller{identity->repository, r.team, false, "oidc"};
       if (!r.owner.empty() && r.owner == owner) by_owner = &r;
     }
     if (by_owner) return Caller{identity->repository, by_owner->team, false, "oidc"};
-    return absl::PermissionDeniedError("OIDC caller " + identity->repository +
-                                       " is not admitted by any allow rule (lifecycle.oidc.allow)");
+    return absl::PermissionDeniedError("OIDC caller " + identity->repository + " of " + identity->issuer +
+                                       " is not admitted by any allow rule for that issuer (lifecycle.oidc.allow)");
   }
   return absl::UnauthenticatedError("unknown token");
 }

@@ -170,6 +170,13 @@ absl::StatusOr<std::unique_ptr<OidcVerifier>> OidcVerifier::New(std::vector<Oidc
   return std::unique_ptr<OidcVerifier>(new OidcVerifier(std::move(issuers), options, clock, std::move(fetch)));
 }
 
+bool OidcVerifier::Verifies(std::string_view issuer) const {
+  for (const auto& i : issuers_) {
+    if (i.issuer == issuer) return true;
+  }
+  return false;
+}
+
 absl::Status OidcVerifier::Prefetch() {
   absl::Status first;
   for (size_t i = 0; i < issuers_.size(); ++i) {

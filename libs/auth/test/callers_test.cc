@@ -72,7 +72,7 @@ TEST(CallersTest, OidcCallersAreAdmittedOnlyByAnAllowRuleAndTakeItsTeam) {
                               });
   };
   EXPECT_FALSE(CallerAuthenticator::New({}, verifier()).ok()) << "OIDC without an allow list admits all of GitHub";
-  auto rules = ParseOidcCallerRules({"Acme=npu-infra", "ml-org/trainer=ml", "ml-org=ml-readers"});
+  auto rules = ParseOidcCallerRules({"Acme=npu-infra", "ml-org/trainer=ml", "ml-org=ml-readers"}, kIssuer);
   ASSERT_TRUE(rules.ok()) << rules.status();
   auto a = CallerAuthenticator::New({}, verifier(), *rules);
   ASSERT_TRUE(a.ok()) << a.status();
@@ -105,11 +105,64 @@ TEST(CallersTest, OidcCallersAreAdmittedOnlyByAnAllowRuleAndTakeItsTeam) {
 }
 
 TEST(CallersTest, AllowRulesAreCheckedWhenRead) {
-  EXPECT_TRUE(ParseOidcCallerRules({"acme=t", "acme/x=t"}).ok());
-  for (const char* bad : {"acme", "=team", "acme=", "a/b/c=t", "/x=t", "acme/=t", "ac me=t"}) {
-    EXPECT_FALSE(ParseOidcCallerRules({bad}).ok()) << bad;
+  EXPECT_TRUE(ParseOidcCallerRules({"acme=t", "acme/x=t"}, kIssuer).ok());
+  for (const char* bad : {"acme", "=team", "acme=", "a/b/c=t", "/x=t", "acme/=t", "ac me=t", "not-a-url acme=t",
+                          "https://a https://b acme=t"}) {
+    EXPECT_FALSE(ParseOidcCallerRules({bad}, kIssuer).ok()) << bad;
   }
-  EXPECT_FALSE(ParseOidcCallerRules({"acme=t", "ACME=u"}).ok()) << "listed twice";
+  EXPECT_FALSE(ParseOidcCallerRules({"acme=t", "ACME=u"}, kIssuer).ok()) << "listed twice";
+  EXPECT_FALSE(ParseOidcCallerRules({"acme=t", std::string(kIssuer) + " acme=u"}, kIssuer).ok()) << "listed twice";
+  // The same owner under two issuers is two rules.
+  auto two = ParseOidcCallerRules({"acme=t", "https://agent.buildkite.com acme=u"}, kIssuer);
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ((*two)[0].issuer, kIssuer);
+  EXPECT_EQ((*two)[1].issuer, "https://agent.buildkite.com");
+  EXPECT_EQ((*two)[1].owner, "acme");
+}
+
+// Issue 27, item 7: a second issuer in the providers file signs whatever
+// repository claim it likes. A rule is bound to its issuer, so a token of
+// the second issuer naming GitHub owner acme's repository gets nothing from
+// acme's GitHub rule, and a rule for an issuer that is not configured is
+// refused when the authenticator is built.
+TEST(CallersTest, AllowRulesAreBoundToTheirIssuer) {
+  constexpr char kOther[] = "https://agent.buildkite.com";
+  FakeClock clock;
+  auto [priv, pub] = relay::testing::NewRsaKeyPairPem();
+  RsaKey key = *RsaKey::FromPem(priv);
+  std::string jwks = json::serialize(json::object{{"keys", json::array{*ToJwk(key, "k1")}}});
+  auto verifier = [&] {
+    return *OidcVerifier::New({OidcIssuer{kIssuer, "relay-lifecycle", "https://jwks", "", "repository", {}, {}},
+                               OidcIssuer{kOther, "relay-lifecycle", "https://jwks", "", "repository", {}, {}}},
+                              {}, &clock,
+                              [&](const std::string&, std::chrono::milliseconds) -> absl::StatusOr<std::string> {
+                                return jwks;
+                              });
+  };
+  int64_t now = clock.UnixMillis() / 1000;
+  auto token = [&](const std::string& iss, const std::string& repo) {
+    json::object claims{{"iss", iss}, {"aud", "relay-lifecycle"}, {"repository", repo}, {"repository_owner", "acme"},
+                        {"iat", now}, {"nbf", now}, {"exp", now + 300}};
+    return "Bearer " + *SignRs256(claims, key, "k1");
+  };
+  auto github_only = CallerAuthenticator::New({}, verifier(), *ParseOidcCallerRules({"acme=npu-infra"}, kIssuer));
+  ASSERT_TRUE(github_only.ok()) << github_only.status();
+  EXPECT_EQ((*github_only)->Authenticate(token(kIssuer, "acme/npu"))->team, "npu-infra");
+  auto forged = (*github_only)->Authenticate(token(kOther, "acme/npu"));
+  EXPECT_EQ(forged.status().code(), absl::StatusCode::kPermissionDenied) << "another issuer's acme is not GitHub's";
+  EXPECT_THAT(std::string(forged.status().message()), ::testing::HasSubstr(kOther));
+
+  auto both = CallerAuthenticator::New(
+      {}, verifier(), *ParseOidcCallerRules({"acme=npu-infra", std::string(kOther) + " acme/npu=bk-ci"}, kIssuer));
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ((*both)->Authenticate(token(kOther, "acme/npu"))->team, "bk-ci");
+  EXPECT_EQ((*both)->Authenticate(token(kIssuer, "acme/npu"))->team, "npu-infra") << "GitHub's token keeps its rule";
+  EXPECT_EQ((*both)->Authenticate(token(kOther, "acme/other")).status().code(), absl::StatusCode::kPermissionDenied);
+
+  auto unknown = CallerAuthenticator::New({}, verifier(),
+                                          *ParseOidcCallerRules({"https://gitlab.example.com acme=t"}, kIssuer));
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(std::string(unknown.status().message()), ::testing::HasSubstr("not configured"));
 }
 
 }  // namespace

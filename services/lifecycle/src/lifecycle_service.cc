@@ -66,6 +66,8 @@ class LifecycleService final : public service::Service {
       lp.ray_bin = s_.ray_bin;
       lp.runtime_dir = s_.runtime_dir;
       lp.team = s_.local_team;
+      lp.run_as = s_.local_run_as;
+      if (!s_.ray_temp_root.empty()) lp.ray_temp_root = s_.ray_temp_root;
       lp.uid_first = s_.uid_first;
       lp.uid_last = s_.uid_last;
       RELAY_ASSIGN_OR_RETURN(provider_, NewLocalProvider(lp));
@@ -216,7 +218,7 @@ absl::StatusOr<LifecycleSettings> LoadSettings(Config& config) {
     config.Fail("lifecycle.oidc.team_claim", "removed: a claim never names a team (anyone can register an "
                                              "organisation named like one); map owners to teams in lifecycle.oidc.allow");
   }
-  auto rules = auth::ParseOidcCallerRules(config.StringList("lifecycle.oidc.allow"));
+  auto rules = auth::ParseOidcCallerRules(config.StringList("lifecycle.oidc.allow"), s.oidc.issuer);
   if (!rules.ok()) {
     config.Fail("lifecycle.oidc.allow", std::string(rules.status().message()));
   } else {
@@ -247,6 +249,14 @@ absl::StatusOr<LifecycleSettings> LoadSettings(Config& config) {
   s.owner = config.String("lifecycle.owner", s.owner);
   s.runtime_dir = config.String("lifecycle.runtime_dir", "");
   s.local_team = config.String("lifecycle.local.team", "");
+  s.local_run_as = config.String("lifecycle.local.run_as", "");
+  s.ray_temp_root = config.String("lifecycle.local.ray_temp_root", "");
+  // <root>/<uid: up to 10>/<cluster: 17>/session_<date_pid: 40>/sockets/plasma_store
+  // must fit in AF_UNIX's 107 bytes: 91 are taken below the root.
+  if (!s.ray_temp_root.empty() && (s.ray_temp_root[0] != '/' || s.ray_temp_root.size() > 16)) {
+    config.Fail("lifecycle.local.ray_temp_root", "an absolute path of at most 16 bytes (Ray's socket paths under it "
+                                                 "must fit in 107)");
+  }
   std::string range = config.String("lifecycle.local.uid_range", "");
   if (!range.empty()) {
     std::vector<std::string> ends = absl::StrSplit(range, '-');
@@ -257,6 +267,10 @@ absl::StatusOr<LifecycleSettings> LoadSettings(Config& config) {
     if (!s.local_team.empty()) {
       config.Fail("lifecycle.local.team", "set lifecycle.local.team (one team) or lifecycle.local.uid_range "
                                           "(teams isolated by uid), not both");
+    }
+    if (!s.local_run_as.empty()) {
+      config.Fail("lifecycle.local.run_as", "goes with lifecycle.local.team; with lifecycle.local.uid_range each "
+                                            "team runs as its own uid");
     }
   } else if (s.provider == "local" && s.local_team.empty()) {
     config.Fail("lifecycle.local.team", "required with the local provider (the one team whose clusters it runs), "

@@ -18,8 +18,11 @@
 //    any repository on GitHub could call. The team is what the rule says,
 //    never a claim's value: organisation names share one namespace with
 //    anyone's, so an organisation named like an internal team gets nothing
-//    by it. The caller's name is the token's repository. OIDC callers are
-//    never admins.
+//    by it. Each rule is bound to one issuer: a second issuer (a
+//    providers_file entry) can sign any `repository` claim it likes, so a
+//    rule written for GitHub's owner `acme` never admits another issuer's
+//    token naming `acme/x`. The caller's name is the token's repository.
+//    OIDC callers are never admins.
 //
 // Thread-safe once built. Errors are Unauthenticated (no or bad
 // credentials) or PermissionDenied (a valid OIDC token no rule admits),
@@ -58,24 +61,31 @@ absl::StatusOr<std::vector<ServiceToken>> ParseServiceTokens(std::string_view ya
 // The hex SHA-256 a tokens file stores for `token` (for operators' tooling).
 std::string ServiceTokenDigest(std::string_view token);
 
-// Which OIDC callers are admitted, and as which team: `owner` (every
-// repository of that GitHub owner) or `repository` (owner/name, exactly),
-// compared case-insensitively as GitHub does. A repository rule wins over
-// its owner's.
+// Which OIDC callers are admitted, and as which team: tokens of `issuer`
+// (exact `iss`) whose repository is of `owner` (every repository of that
+// owner) or is `repository` (owner/name, exactly), compared
+// case-insensitively as GitHub does. A repository rule wins over its
+// owner's.
 struct OidcCallerRule {
+  std::string issuer;
   std::string owner;       // one of owner / repository
   std::string repository;
   std::string team;
 };
 // Rules from "owner=team" and "owner/name=team" entries (the form config
-// lists take); InvalidArgument naming the entry.
-absl::StatusOr<std::vector<OidcCallerRule>> ParseOidcCallerRules(const std::vector<std::string>& entries);
+// lists take), bound to `default_issuer`, or "<issuer> owner[/name]=team"
+// (the issuer, a space, then the rule) for another configured issuer;
+// InvalidArgument naming the entry.
+absl::StatusOr<std::vector<OidcCallerRule>> ParseOidcCallerRules(const std::vector<std::string>& entries,
+                                                                 std::string_view default_issuer);
 
 class CallerAuthenticator {
  public:
   // `oidc` may be null (service tokens only); `tokens` may be empty (OIDC
   // only); not both. With `oidc`, `rules` must not be empty (nobody on
-  // GitHub would be kept out).
+  // GitHub would be kept out), and each rule's issuer must be one `oidc`
+  // verifies (a rule for an unconfigured issuer is a typo that admits
+  // nobody, or a rule meant for another issuer).
   static absl::StatusOr<std::unique_ptr<CallerAuthenticator>> New(std::vector<ServiceToken> tokens,
                                                                   std::unique_ptr<OidcVerifier> oidc,
                                                                   std::vector<OidcCallerRule> rules = {});

@@ -111,6 +111,8 @@ class OidcVerifier {
   // Unauthenticated with the reason (safe to show the caller: it never
   // contains the token).
   absl::StatusOr<OidcIdentity> Verify(std::string_view token);
+  // Whether `issuer` (exact `iss`) is one of the configured issuers.
+  bool Verifies(std::string_view issuer) const;
 
   // For /metrics.
   int64_t refreshes() const { return refreshes_.load(); }
