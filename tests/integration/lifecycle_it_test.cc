@@ -19,6 +19,7 @@
 
 #include <boost/json.hpp>
 
+#include "absl/cleanup/cleanup.h"
 #include "reflection_subset.grpc.pb.h"
 #include "relay/auth/callers.h"
 #include "relay/auth/jwt.h"
@@ -80,6 +81,17 @@ std::map<std::string, int64_t> NodeSessions(const std::string& owner, const std:
   return out;
 }
 
+// As root, nodes run as other uids (lifecycle.local.run_as or uid_range),
+// which must reach their work dirs: the stack lives under /tmp then (the
+// build tree may sit under a directory closed to them, such as /root).
+std::string StackDir(const std::string& name) {
+  std::string base = ::geteuid() == 0 ? "/tmp/relay-it" : Env("RELAY_IT_DIR");
+  return base + "/lifecycle-" + name + "-" + Unique();
+}
+
+// The user a single-team stack's jobs run as: as root, never root itself.
+std::string RunAs() { return ::geteuid() == 0 ? "nobody" : ""; }
+
 class LifecycleStack {
  public:
   // `owner`: the owner label; empty: one of its own. `same_kafka_as`: share
@@ -89,12 +101,12 @@ class LifecycleStack {
   explicit LifecycleStack(const std::string& name, const std::string& owner = "",
                           const LifecycleStack* same_kafka_as = nullptr,
                           const std::map<std::string, std::string>& clusters_topic_configs = {})
-      : dir_(Env("RELAY_IT_DIR") + "/lifecycle-" + name + "-" + Unique()),
+      : dir_(StackDir(name)),
         owner_(owner.empty() ? "it-" + name + "-" + Unique() : owner),
         clusters_topic_(same_kafka_as ? same_kafka_as->clusters_topic_ : "it.lifecycle.clusters." + Unique()),
         leader_topic_(same_kafka_as ? same_kafka_as->leader_topic_ : "it.lifecycle.leader." + Unique()),
         group_(same_kafka_as ? same_kafka_as->group_ : "it-lifecycle-" + Unique()) {
-    testing::RunCommand("mkdir -p " + dir_);
+    testing::RunCommand("mkdir -p " + dir_ + " && chmod 0711 " + dir_);
     std::ofstream(dir_ + "/tokens.yaml") << "tokens:\n"
                                          << "  - {name: ml-ci, team: ml, sha256: " << auth::ServiceTokenDigest(kMlToken) << "}\n"
                                          << "  - {name: vision-ci, team: vision, sha256: " << auth::ServiceTokenDigest(kVisionToken) << "}\n"
@@ -119,6 +131,7 @@ class LifecycleStack {
             {"RELAY_LIFECYCLE_TOKENS_FILE", dir_ + "/tokens.yaml"},
             {"RELAY_LIFECYCLE_STATE_DIR", dir_ + "/state"},
             {"RELAY_LIFECYCLE_LOCAL_TEAM", "ml"},
+            {"RELAY_LIFECYCLE_LOCAL_RUN_AS", RunAs()},
             {"RELAY_LIFECYCLE_OWNER", owner_},
             {"RELAY_LIFECYCLE_TOPICS_CLUSTERS", clusters_topic_},
             {"RELAY_LIFECYCLE_TOPICS_LEADER", leader_topic_},
@@ -403,7 +416,10 @@ TEST(LifecycleIt, TwoInstallationsOnOneHostNeverSweepEachOther) {
 TEST(LifecycleIt, TeamsIsolatedByUidCannotReadOrSignalEachOther) {
   if (::geteuid() != 0) GTEST_SKIP() << "uid isolation needs root (CI runs as root)";
   LifecycleStack stack("tenants");
-  ASSERT_NE(stack.Start(1, {{"RELAY_LIFECYCLE_LOCAL_TEAM", ""}, {"RELAY_LIFECYCLE_LOCAL_UID_RANGE", "61000-61099"}}), 0)
+  ASSERT_NE(stack.Start(1, {{"RELAY_LIFECYCLE_LOCAL_TEAM", ""},
+                            {"RELAY_LIFECYCLE_LOCAL_RUN_AS", ""},
+                            {"RELAY_LIFECYCLE_LOCAL_UID_RANGE", "61000-61099"}}),
+            0)
       << stack.Log(1);
   ASSERT_TRUE(stack.WaitLeading(1)) << stack.Log(1);
   auto stub = stack.Stub(1);
@@ -844,15 +860,15 @@ namespace {
 
 // A real Ray cluster (the suite's venv: tools/python/setup-env), a real Ray
 // job through the Jobs API, token auth in force, and nothing left after.
-TEST(LifecycleIt, RayClusterRunsARealRayJob) {
+// The Ray venv of the suite (tools/python/setup-env), its `ray`.
+std::string RayBin() {
   std::string python;
-  ASSERT_EQ(testing::RunCommand(Env("RELAY_ROOT") + "/tools/python/setup-env 2>/dev/null | tail -n 1", &python), 0);
+  EXPECT_EQ(testing::RunCommand(Env("RELAY_ROOT") + "/tools/python/setup-env 2>/dev/null | tail -n 1", &python), 0);
   while (!python.empty() && (python.back() == '\n' || python.back() == ' ')) python.pop_back();
-  std::string ray = python.substr(0, python.rfind('/')) + "/ray";
-  LifecycleStack stack("ray");
-  ASSERT_NE(stack.Start(1, {{"RELAY_LIFECYCLE_RAY_BIN", ray}}), 0);
-  ASSERT_TRUE(stack.WaitLeading(1)) << stack.Log(1);
-  auto stub = stack.Stub(1);
+  return python.substr(0, python.rfind('/')) + "/ray";
+}
+
+v1::CreateClusterRequest RayCluster(int workers) {
   v1::CreateClusterRequest req;
   auto* s = req.mutable_spec();
   s->set_kind("ray");
@@ -860,10 +876,172 @@ TEST(LifecycleIt, RayClusterRunsARealRayJob) {
   head->set_name("head");
   head->set_count(1);
   head->set_ray_role("head");
-  auto* workers = s->add_node_groups();
-  workers->set_name("workers");
-  workers->set_count(1);
-  workers->set_ray_role("worker");
+  auto* w = s->add_node_groups();
+  w->set_name("workers");
+  w->set_count(workers);
+  w->set_ray_role("worker");
+  return req;
+}
+
+// Issue 27, item 1: a team cannot become root through a symlink, nor read
+// another team's Ray temp dir. Team ml's job plants, as an attacker would,
+// a symlink at every path the service writes for its cluster (the token
+// file and its temporary, in the work dir where they used to be and in the
+// tokens dir where they are now, the Ray temp dir), each pointing at a
+// root-owned file of known content, and a link to a root-owned directory
+// in its work dir; then the cluster scales (StartNode writes the token
+// again) and is deleted (its trees removed). Every target keeps its
+// content, owner and mode, and team vision's Ray temp dir stays closed.
+TEST(LifecycleIt, ATeamsSymlinksNeverTurnTheServicesWritesOnRootsFiles) {
+  if (::geteuid() != 0) GTEST_SKIP() << "uid isolation needs root (CI runs as root)";
+  LifecycleStack stack("symlinks");
+  ASSERT_NE(stack.Start(1, {{"RELAY_LIFECYCLE_LOCAL_TEAM", ""},
+                            {"RELAY_LIFECYCLE_LOCAL_RUN_AS", ""},
+                            {"RELAY_LIFECYCLE_LOCAL_UID_RANGE", "61100-61199"},
+                            {"RELAY_LIFECYCLE_RAY_BIN", RayBin()}}),
+            0)
+      << stack.Log(1);
+  ASSERT_TRUE(stack.WaitLeading(1)) << stack.Log(1);
+  auto stub = stack.Stub(1);
+  auto create = [&](const char* token, int workers) {
+    v1::Cluster c;
+    EXPECT_TRUE(stub->CreateCluster(As(token).get(), RayCluster(workers), &c).ok());
+    EXPECT_EQ(WaitState(*stub, token, c.id(), {"IDLE", "FAILED"}, 120s), "IDLE") << stack.Log(1);
+    return GetCluster(*stub, token, c.id());
+  };
+  v1::Cluster victim = create(kVisionToken, 0);
+  v1::Cluster attacker = create(kMlToken, 0);
+  auto uid_of = [](int64_t pid) {
+    std::string status = ReadFile("/proc/" + std::to_string(pid) + "/status");
+    auto at = status.find("\nUid:\t");
+    return at == std::string::npos ? -1 : std::atoll(status.c_str() + at + 6);
+  };
+  ASSERT_EQ(attacker.nodes_size(), 1);
+  ASSERT_EQ(victim.nodes_size(), 1);
+  const int64_t ml_uid = uid_of(attacker.nodes(0).pid()), vision_uid = uid_of(victim.nodes(0).pid());
+  ASSERT_GE(ml_uid, 61100);
+  ASSERT_GE(vision_uid, 61100);
+  ASSERT_NE(ml_uid, vision_uid);
+
+  // Root-owned targets of known content, one per planted link.
+  const std::string state = stack.dir() + "/state", targets = stack.dir() + "/targets";
+  const std::string work = state + "/clusters/" + attacker.id();
+  const std::string temp = "/tmp/rr/" + std::to_string(ml_uid) + "/" + attacker.id();
+  const std::string vision_temp = "/tmp/rr/" + std::to_string(vision_uid) + "/" + victim.id();
+  const std::vector<std::string> planted = {
+      work + "/ray-token.tmp",           work + "/ray-token",       state + "/tokens/" + attacker.id() + ".tmp",
+      state + "/tokens/" + attacker.id(), temp + "/ray-token.tmp", temp + "/session_latest/ray-token"};
+  ASSERT_EQ(testing::RunCommand("mkdir -p " + targets + "/dir && chmod 0755 " + targets), 0);
+  std::string script = "fail=0\n";
+  for (size_t i = 0; i < planted.size(); ++i) {
+    std::string target = targets + "/t" + std::to_string(i);
+    std::ofstream(target) << "root-owned " << i << "\n";
+    ::chmod(target.c_str(), 0644);
+    script += "ln -sfn " + target + " " + planted[i] + " 2>/dev/null && echo planted " + planted[i] + "\n";
+  }
+  std::ofstream(targets + "/dir/keep") << "keep\n";
+  script += "ln -sfn " + targets + "/dir " + work + "/dir-link && echo planted dir-link\n";
+  script += "ls " + vision_temp + " >/dev/null 2>&1 && { echo ATTACK: listed vision temp dir; fail=1; }\n";
+  script += "ls /tmp/rr/" + std::to_string(vision_uid) + " >/dev/null 2>&1 && { echo ATTACK: listed vision temp root; fail=1; }\n";
+  script += "cat " + vision_temp + "/session_latest/logs/raylet.out >/dev/null 2>&1 && { echo ATTACK: read vision raylet log; fail=1; }\n";
+  script += "touch " + vision_temp + "/x 2>/dev/null && { echo ATTACK: wrote in vision temp dir; fail=1; }\n";
+  script += "echo done; exit $fail\n";
+
+  v1::SubmitJobRequest req;
+  req.set_cluster_id(attacker.id());
+  req.set_entrypoint(script);
+  v1::Job job;
+  ASSERT_TRUE(stub->SubmitJob(As(kMlToken).get(), req, &job).ok());
+  v1::Job done;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        v1::GetJobRequest g;
+        g.set_cluster_id(attacker.id());
+        g.set_job_id(job.id());
+        done.Clear();
+        return stub->GetJob(As(kMlToken).get(), g, &done).ok() && done.state() != "PENDING" && done.state() != "RUNNING";
+      },
+      120s));
+  std::string log = ReadFile(done.log_path());
+  EXPECT_EQ(done.state(), "SUCCEEDED") << log;
+  // (The log also holds the script itself: only whole output lines count.)
+  EXPECT_NE(log.find("\nplanted " + work + "/ray-token.tmp"), std::string::npos) << "the work dir is the team's: " << log;
+  EXPECT_EQ(log.find("\nplanted " + state + "/tokens/"), std::string::npos) << "the tokens dir is the service's: " << log;
+
+  // Scale up: StartNode makes the dirs and writes the token again.
+  v1::ScaleClusterRequest scale;
+  scale.set_id(attacker.id());
+  scale.set_node_group("workers");
+  scale.set_count(1);
+  v1::Cluster out;
+  ASSERT_TRUE(stub->ScaleCluster(As(kMlToken).get(), scale, &out).ok());
+  EXPECT_TRUE(WaitFor([&] { return NodeSessions(stack.owner(), attacker.id()).size() == 2; }, 60s)) << stack.Log(1);
+  EXPECT_EQ(WaitState(*stub, kMlToken, attacker.id(), {"IDLE", "FAILED"}, 120s), "IDLE") << stack.Log(1);
+
+  auto targets_intact = [&](const std::string& when) {
+    for (size_t i = 0; i < planted.size(); ++i) {
+      std::string target = targets + "/t" + std::to_string(i);
+      struct stat st {};
+      ASSERT_EQ(::stat(target.c_str(), &st), 0) << when << ": " << target;
+      EXPECT_EQ(ReadFile(target), "root-owned " + std::to_string(i) + "\n") << when << ": " << planted[i];
+      EXPECT_EQ(st.st_uid, 0u) << when << ": " << planted[i];
+      EXPECT_EQ(st.st_mode & 0777, 0644u) << when << ": " << planted[i];
+    }
+    EXPECT_EQ(ReadFile(targets + "/dir/keep"), "keep\n") << when;
+  };
+  targets_intact("after the scale-up");
+  struct stat token {};
+  ASSERT_EQ(::lstat((state + "/tokens/" + attacker.id()).c_str(), &token), 0);
+  EXPECT_TRUE(S_ISREG(token.st_mode));
+  EXPECT_EQ(static_cast<int64_t>(token.st_uid), ml_uid);
+  EXPECT_EQ(token.st_mode & 0777, 0600u);
+
+  // Delete: the team's trees go, and no link in them is followed.
+  v1::DeleteClusterRequest del;
+  del.set_id(attacker.id());
+  ASSERT_TRUE(stub->DeleteCluster(As(kMlToken).get(), del, &out).ok());
+  EXPECT_EQ(WaitState(*stub, kMlToken, attacker.id(), {"TERMINATED", "FAILED"}, 60s), "TERMINATED");
+  EXPECT_TRUE(WaitFor([&] { return ::access(work.c_str(), F_OK) != 0 && ::access(temp.c_str(), F_OK) != 0; }, 20s))
+      << "the work and temp dirs are removed";
+  targets_intact("after the delete");
+  del.set_id(victim.id());
+  ASSERT_TRUE(stub->DeleteCluster(As(kVisionToken).get(), del, &out).ok());
+  EXPECT_EQ(WaitState(*stub, kVisionToken, victim.id(), {"TERMINATED", "FAILED"}, 60s), "TERMINATED");
+}
+
+// The roots the service writes under are its own or it does not start, and
+// as root a single team's jobs never run as root: each refusal names why.
+TEST(LifecycleIt, ForeignRootsAndRootJobsAreRefusedAtStart) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (CI runs as root)";
+  LifecycleStack stack("roots");
+  ASSERT_EQ(stack.Start(1, {{"RELAY_LIFECYCLE_LOCAL_RUN_AS", ""}}), 0) << "single team as root without run_as";
+  EXPECT_NE(stack.Log(1).find("lifecycle.local.run_as"), std::string::npos) << stack.Log(1);
+  ASSERT_EQ(stack.Start(2, {{"RELAY_LIFECYCLE_LOCAL_RUN_AS", "root"}}), 0) << "run_as root";
+  EXPECT_NE(stack.Log(2).find("jobs must not run as root"), std::string::npos) << stack.Log(2);
+  // A temp root someone else made first (a team could replace what is
+  // below it), and one that is a symlink.
+  // (Short paths: lifecycle.local.ray_temp_root is at most 16 bytes.)
+  std::string foreign = "/tmp/rf-" + std::to_string(::getpid()), link = "/tmp/rl-" + std::to_string(::getpid());
+  ASSERT_EQ(testing::RunCommand("rm -rf " + foreign + " " + link + " && mkdir " + foreign + " && chown 61234 " + foreign +
+                                " && ln -s /etc " + link),
+            0);
+  auto cleanup = absl::MakeCleanup([&] { testing::RunCommand("rm -rf " + foreign + " " + link); });
+  ASSERT_EQ(stack.Start(3, {{"RELAY_LIFECYCLE_RAY_BIN", RayBin()}, {"RELAY_LIFECYCLE_LOCAL_RAY_TEMP_ROOT", foreign}}), 0);
+  EXPECT_NE(stack.Log(3).find("belongs to uid 61234"), std::string::npos) << stack.Log(3);
+  ASSERT_EQ(stack.Start(4, {{"RELAY_LIFECYCLE_RAY_BIN", RayBin()}, {"RELAY_LIFECYCLE_LOCAL_RAY_TEMP_ROOT", link}}), 0);
+  EXPECT_NE(stack.Log(4).find("is a symlink"), std::string::npos) << stack.Log(4);
+  struct stat etc {};
+  ASSERT_EQ(::stat("/etc", &etc), 0);
+  EXPECT_EQ(etc.st_mode & 0777, 0755u) << "the symlink's target was not chmodded";
+}
+
+TEST(LifecycleIt, RayClusterRunsARealRayJob) {
+  std::string ray = RayBin();
+  LifecycleStack stack("ray");
+  ASSERT_NE(stack.Start(1, {{"RELAY_LIFECYCLE_RAY_BIN", ray}}), 0);
+  ASSERT_TRUE(stack.WaitLeading(1)) << stack.Log(1);
+  auto stub = stack.Stub(1);
+  v1::CreateClusterRequest req = RayCluster(1);
   v1::Cluster c;
   auto created_at = std::chrono::steady_clock::now();
   ASSERT_TRUE(stub->CreateCluster(As(kMlToken).get(), req, &c).ok());
@@ -895,15 +1073,19 @@ TEST(LifecycleIt, RayClusterRunsARealRayJob) {
   EXPECT_NE(log.find("nodes 2"), std::string::npos) << log;
   EXPECT_NE(log.find("answer 42"), std::string::npos) << log;
 
-  // The token is a 0600 file in the cluster's work dir, never in a node's
-  // environment (/proc shows that to every process of the uid).
+  // The token is a 0600 file of the nodes' uid in the service's own tokens
+  // directory, never in a node's environment (/proc shows that to every
+  // process of the uid).
   for (auto& p : lifecycle::FindLabelled(stack.owner())) {
     std::string env = ReadFile("/proc/" + std::to_string(p.proc.pid) + "/environ");
     EXPECT_EQ(env.find("RAY_AUTH_TOKEN="), std::string::npos) << "pid " << p.proc.pid;
   }
   struct stat token_stat {};
-  ASSERT_EQ(::stat((stack.dir() + "/state/clusters/" + c.id() + "/ray-token").c_str(), &token_stat), 0);
+  ASSERT_EQ(::stat((stack.dir() + "/state/tokens/" + c.id()).c_str(), &token_stat), 0);
   EXPECT_EQ(token_stat.st_mode & 0777, 0600u);
+  if (::geteuid() == 0) {
+    EXPECT_EQ(token_stat.st_uid, 65534u) << "as root, the nodes run as lifecycle.local.run_as";
+  }
 
   // The dashboard's Jobs API refuses whoever lacks the cluster's token.
   int dashboard_port = 0;

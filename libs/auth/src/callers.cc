@@ -171,8 +171,9 @@ absl::StatusOr<Caller> CallerAuthenticator::Authenticate(std::string_view author
       if (!r.owner.empty() && r.owner == owner) by_owner = &r;
     }
     if (by_owner) return Caller{identity->repository, by_owner->team, false, "oidc"};
-    return absl::PermissionDeniedError("OIDC caller " + identity->repository + " of " + identity->issuer +
-                                       " is not admitted by any allow rule for that issuer (lifecycle.oidc.allow)");
+    return absl::PermissionDeniedError("OIDC caller " + identity->repository +
+                                       " is not admitted by any allow rule (lifecycle.oidc.allow) of its issuer " +
+                                       identity->issuer);
   }
   return absl::UnauthenticatedError("unknown token");
 }

@@ -60,7 +60,7 @@ const std::set<std::string>& SuiteKeys() {
       "grpc.listen", "lifecycle.provider", "lifecycle.tokens_file", "lifecycle.oidc.issuer",
       "lifecycle.oidc.audience", "lifecycle.oidc.jwks_url", "lifecycle.oidc.jwks_file", "lifecycle.oidc.team_claim", "lifecycle.oidc.allow",
       "lifecycle.providers_file", "lifecycle.tls.cert_file", "lifecycle.tls.key_file", "lifecycle.tls.client_ca_file",
-      "lifecycle.pools_file", "lifecycle.state_dir", "lifecycle.owner", "lifecycle.runtime_dir", "lifecycle.local.team",
+      "lifecycle.pools_file", "lifecycle.state_dir", "lifecycle.owner", "lifecycle.runtime_dir", "lifecycle.local.team", "lifecycle.local.run_as", "lifecycle.local.ray_temp_root",
       "lifecycle.local.uid_range", "lifecycle.topics.clusters",
       "lifecycle.topics.events", "lifecycle.topics.leader", "lifecycle.topics.webhooks", "lifecycle.reconcile_interval",
       "lifecycle.stop_grace", "lifecycle.provision_timeout", "lifecycle.usage_interval", "lifecycle.sweep_interval",

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <pwd.h>
 #include <fstream>
 #include <map>
 #include <set>
@@ -26,6 +27,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "free_ports.h"
+#include "processes.h"
+#include "safe_fs.h"
 #include "relay/base/log.h"
 #include "relay/base/random.h"
 #include "relay/base/status.h"
@@ -38,30 +41,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string ReadSmallFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
-// Signals every member of session `sid`: the process group first, then any
-// member that moved to a group of its own.
-void SignalSession(int64_t sid, int sig) {
-  // Never the whole machine, never the controller's own session.
-  if (sid <= 1 || sid == ::getsid(0)) return;
-  ::kill(static_cast<pid_t>(-sid), sig);
-  DIR* d = ::opendir("/proc");
-  if (!d) return;
-  while (dirent* e = ::readdir(d)) {
-    int64_t pid;
-    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
-    ProcInfo p;
-    if (ReadProcStat(pid, p) && p.sid == sid && p.state != 'Z') ::kill(static_cast<pid_t>(pid), sig);
-  }
-  ::closedir(d);
-}
 
 // One request to a Ray process on 127.0.0.1 (short timeouts: the reconcile
 // pass waits for it).
@@ -170,23 +150,9 @@ class OwnerClaim {
   int fd_;
 };
 
-// Makes `path` (if missing) and gives it `mode` and, with uid >= 0, that
-// owner (group = uid): also on a directory that exists (a restart).
-absl::Status EnsureDir(const std::string& path, mode_t mode, int64_t uid = -1) {
-  std::error_code ec;
-  fs::create_directories(path, ec);
-  if (ec) return absl::UnavailableError("cannot create " + path + ": " + ec.message());
-  if (uid >= 0 && ::chown(path.c_str(), static_cast<uid_t>(uid), static_cast<gid_t>(uid)) != 0) {
-    return absl::UnavailableError("cannot give " + path + " to uid " + std::to_string(uid) + ": " + std::strerror(errno));
-  }
-  if (::chmod(path.c_str(), mode) != 0) {
-    return absl::UnavailableError("cannot chmod " + path + ": " + std::strerror(errno));
-  }
-  return absl::OkStatus();
-}
-
-// Whether another uid can run `path`: every directory on the way to it
-// (symlinks resolved) searchable by others, the file executable by them.
+// Whether another uid can run `path` (or enter it, a directory): every
+// directory on the way to it (symlinks resolved) searchable by others, the
+// file executable by them.
 bool RunnableByOthers(const std::string& path) {
   std::error_code ec;
   fs::path real = fs::canonical(path, ec);
@@ -255,10 +221,12 @@ class LocalProvider final : public NodeProvider {
       }
       // A team's uid must be able to run the venv (and its interpreter).
       std::string python = (fs::path(o_.ray_bin).parent_path() / "python").string();
-      if (isolated() && (!RunnableByOthers(o_.ray_bin) || !RunnableByOthers(python))) {
-        return absl::FailedPreconditionError("lifecycle.ray_bin " + o_.ray_bin + " (or its python) is not runnable by "
-                                             "the teams' uids: put the venv where every directory is searchable by "
-                                             "others (e.g. /opt/relay/pyenv)");
+      if (o_.run_as_uid >= 0 || isolated()) {
+        if (!RunnableByOthers(o_.ray_bin) || !RunnableByOthers(python)) {
+          return absl::FailedPreconditionError("lifecycle.ray_bin " + o_.ray_bin + " (or its python) is not runnable "
+                                               "by the uid nodes run as: put the venv where every directory is searchable by "
+                                               "others (e.g. /opt/relay/pyenv)");
+        }
       }
       return absl::OkStatus();
     }
@@ -271,6 +239,9 @@ class LocalProvider final : public NodeProvider {
     if (isolated() && !data.count("uid")) {
       RELAY_ASSIGN_OR_RETURN(int64_t uid, UidFor(cluster.spec().team()));
       data["uid"] = std::to_string(uid);
+    } else if (!isolated() && o_.run_as_uid >= 0 && !data.count("uid")) {
+      data["uid"] = std::to_string(o_.run_as_uid);
+      data["gid"] = std::to_string(o_.run_as_gid);
     }
     if (cluster.spec().kind() == "ray" && !cluster.secrets().count("ray_token")) {
       (*cluster.mutable_secrets())["ray_token"] = RandomHex(24);
@@ -280,7 +251,7 @@ class LocalProvider final : public NodeProvider {
       d["gcs_address"] = "127.0.0.1:" + std::to_string(gcs);
       d["dashboard_port"] = std::to_string(dashboard);
       d["client_port"] = std::to_string(client);
-      d["temp_dir"] = o_.ray_temp_root + "/" + cluster.id();
+      d["temp_dir"] = TempDir(cluster);
     }
     RELAY_RETURN_IF_ERROR(EnsureClusterDirs(cluster));
     cluster.set_log_dir(LogDir(cluster.id()));
@@ -288,22 +259,42 @@ class LocalProvider final : public NodeProvider {
   }
 
   // The cluster's directories and token file, with their owners and modes.
+  // Everything is made through descriptors of directories only the service
+  // can write (safe_fs.h): the work dir and the Ray temp dir are the team's,
+  // and nothing is ever opened by name inside them.
   absl::Status EnsureClusterDirs(const v1::Cluster& cluster) const {
     // Searchable, not listable, by the teams' uids; logs the service's own.
-    RELAY_RETURN_IF_ERROR(EnsureDir(o_.state_dir, 0711));
-    RELAY_RETURN_IF_ERROR(EnsureDir(o_.state_dir + "/clusters", 0711));
-    RELAY_RETURN_IF_ERROR(EnsureDir(o_.state_dir + "/logs", 0700));
-    int64_t uid = Uid(cluster);
-    RELAY_RETURN_IF_ERROR(EnsureDir(WorkDir(cluster.id()), 0700, uid));
-    RELAY_RETURN_IF_ERROR(EnsureDir(LogDir(cluster.id()), 0700));
+    RELAY_ASSIGN_OR_RETURN(Fd state, OpenServiceDir(o_.state_dir, 0711));
+    RELAY_ASSIGN_OR_RETURN(Fd clusters, EnsureDirAt(state, "clusters", 0711));
+    RELAY_ASSIGN_OR_RETURN(Fd logs, EnsureDirAt(state, "logs", 0700));
+    RELAY_RETURN_IF_ERROR(EnsureDirAt(clusters, cluster.id(), 0700, Ids(cluster)).status());
+    RELAY_RETURN_IF_ERROR(EnsureDirAt(logs, cluster.id(), 0700).status());
     if (cluster.spec().kind() == "ray") {
-      std::error_code ec;
-      fs::create_directories(o_.ray_temp_root, ec);
-      ::chmod(o_.ray_temp_root.c_str(), 0711);  // shared by installations: best effort
-      RELAY_RETURN_IF_ERROR(EnsureDir(Data(cluster, "temp_dir"), 0700, uid));
-      RELAY_RETURN_IF_ERROR(WriteSecretFile(TokenFile(cluster.id()), Token(cluster), uid));
+      // The token: a file of the nodes' uid in the service's own directory
+      // (in the work dir, a team could plant a link where root writes).
+      RELAY_ASSIGN_OR_RETURN(Fd tokens, EnsureDirAt(state, "tokens", 0711));
+      RELAY_RETURN_IF_ERROR(WriteFileAt(tokens, cluster.id(), Token(cluster), 0600, Ids(cluster)));
+      RELAY_ASSIGN_OR_RETURN(Fd team, TeamTempDir(cluster));
+      RELAY_RETURN_IF_ERROR(EnsureDirAt(team, cluster.id(), 0700, Ids(cluster)).status());
     }
     return absl::OkStatus();
+  }
+
+  // <ray_temp_root>/<uid>: the service's, group = the nodes' gid, 0710, so
+  // only that uid can enter it. Ray makes a cluster's temp dir under it
+  // world-writable, which is harmless only behind such a parent.
+  absl::StatusOr<Fd> TeamTempDir(const v1::Cluster& cluster) const {
+    RELAY_ASSIGN_OR_RETURN(Fd root, OpenServiceDir(o_.ray_temp_root, 0711));
+    Owner ids = Ids(cluster);
+    Owner group{static_cast<int64_t>(::geteuid()), ids.uid >= 0 ? ids.gid : static_cast<int64_t>(::getegid())};
+    return EnsureDirAt(root, TeamDirName(cluster), 0710, group);
+  }
+  std::string TeamDirName(const v1::Cluster& cluster) const {
+    int64_t uid = Ids(cluster).uid;
+    return std::to_string(uid >= 0 ? uid : static_cast<int64_t>(::geteuid()));
+  }
+  std::string TempDir(const v1::Cluster& cluster) const {
+    return o_.ray_temp_root + "/" + TeamDirName(cluster) + "/" + cluster.id();
   }
 
   absl::Status StartNode(const v1::Cluster& cluster, v1::Node& node) override {
@@ -350,12 +341,23 @@ class LocalProvider final : public NodeProvider {
     return absl::OkStatus();
   }
 
+  // The team's trees are removed by descriptor, never following a link a
+  // team left in them (safe_fs.h).
   absl::Status CleanupCluster(const v1::Cluster& cluster) override {
-    std::error_code ec;
-    if (auto t = cluster.provider_data().find("temp_dir"); t != cluster.provider_data().end()) fs::remove_all(t->second, ec);
-    fs::remove_all(WorkDir(cluster.id()), ec);
-    return ec ? absl::UnavailableError("cannot remove " + WorkDir(cluster.id()) + ": " + ec.message())
-              : absl::OkStatus();
+    RELAY_ASSIGN_OR_RETURN(Fd state, OpenServiceDir(o_.state_dir, 0711));
+    RELAY_ASSIGN_OR_RETURN(Fd clusters, EnsureDirAt(state, "clusters", 0711));
+    absl::Status st = RemoveTreeAt(clusters, cluster.id());
+    if (cluster.spec().kind() == "ray") {
+      if (auto tokens = EnsureDirAt(state, "tokens", 0711); tokens.ok()) {
+        if (::unlinkat(tokens->get(), cluster.id().c_str(), 0) != 0 && errno != ENOENT && st.ok()) {
+          st = absl::UnavailableError("cannot remove the token file of " + cluster.id() + ": " + std::strerror(errno));
+        }
+      }
+      auto team = TeamTempDir(cluster);
+      absl::Status temp = team.ok() ? RemoveTreeAt(*team, cluster.id()) : team.status();
+      if (!temp.ok() && st.ok()) st = temp;
+    }
+    return st;
   }
 
   absl::Status SubmitJob(const v1::Cluster& cluster, v1::Job& job) override {
@@ -465,7 +467,7 @@ class LocalProvider final : public NodeProvider {
                                   "--dashboard-agent-grpc-port=" + std::to_string(agent_grpc),
                                   "--runtime-env-agent-port=" + std::to_string(runtime_env),
                                   "--metrics-export-port=" + std::to_string(metrics),
-                                  "--temp-dir=" + Data(c, "temp_dir"),
+                                  "--temp-dir=" + TempDir(c),
                                   "--num-cpus=" + absl::StrCat(static_cast<int64_t>(cpus)),
                                   "--num-gpus=" + std::to_string(g.resources().gpus()),
                                   "--object-store-memory=" + std::to_string(store), "--disable-usage-stats",
@@ -493,30 +495,17 @@ class LocalProvider final : public NodeProvider {
     env["PATH"] = fs::path(o_.ray_bin).parent_path().string() + ":" + (path ? path : "/usr/bin:/bin");
   }
 
-  // 0600, owned by `uid` (or the service's user): written whole, then moved
-  // into place.
-  static absl::Status WriteSecretFile(const std::string& path, const std::string& content, int64_t uid) {
-    std::string tmp = path + ".tmp";
-    int fd = ::open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
-    if (fd < 0) return absl::UnavailableError("cannot write " + tmp + ": " + std::strerror(errno));
-    bool ok = ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size()) &&
-              (uid < 0 || ::fchown(fd, static_cast<uid_t>(uid), static_cast<gid_t>(uid)) == 0) &&
-              ::fchmod(fd, 0600) == 0;
-    ::close(fd);
-    if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-      ::unlink(tmp.c_str());
-      return absl::UnavailableError("cannot write " + path + ": " + std::strerror(errno));
-    }
-    return absl::OkStatus();
-  }
-
   bool isolated() const { return o_.uid_first > 0; }
-  // The uid a cluster's processes run as; -1: the service's own.
-  static int64_t Uid(const v1::Cluster& c) {
-    int64_t uid = -1;
+  // The uid and gid a cluster's processes run as (gid = uid for a team's
+  // uid from the range); -1: the service's own.
+  static Owner Ids(const v1::Cluster& c) {
+    Owner ids;
     auto it = c.provider_data().find("uid");
-    if (it != c.provider_data().end() && !absl::SimpleAtoi(it->second, &uid)) uid = -1;
-    return uid;
+    if (it != c.provider_data().end() && !absl::SimpleAtoi(it->second, &ids.uid)) ids.uid = -1;
+    ids.gid = ids.uid;
+    auto g = c.provider_data().find("gid");
+    if (ids.uid >= 0 && g != c.provider_data().end() && !absl::SimpleAtoi(g->second, &ids.gid)) ids.gid = ids.uid;
+    return ids;
   }
   // The team's uid, allocated from the range on first use and kept in
   // <state_dir>/team-uids ("team uid" lines): the same across restarts.
@@ -551,7 +540,7 @@ class LocalProvider final : public NodeProvider {
     log::Info("team given a uid", {{"team", team}, {"uid", uid}});
     return uid;
   }
-  std::string TokenFile(const std::string& cluster) const { return WorkDir(cluster) + "/ray-token"; }
+  std::string TokenFile(const std::string& cluster) const { return o_.state_dir + "/tokens/" + cluster; }
 
   absl::Status SubmitRayJob(const v1::Cluster& c, v1::Job& job) {
     job.set_log_path(LogDir(c.id()) + "/job-" + job.id() + ".log");
@@ -588,13 +577,22 @@ class LocalProvider final : public NodeProvider {
     if (logs.ok() && logs->status == 200) {
       boost::json::value l = boost::json::parse(logs->body, ec);
       if (!ec && l.is_object() && l.as_object().contains("logs") && l.as_object().at("logs").is_string()) {
-        (void)WriteSecretFile(job.log_path(), std::string(l.as_object().at("logs").as_string()), -1);
+        // The log dir is the service's own (0700): written by descriptor all the same.
+        auto dir = LogDirFd(c.id());
+        if (dir.ok()) {
+          (void)WriteFileAt(*dir, "job-" + job.id() + ".log", std::string(l.as_object().at("logs").as_string()), 0600);
+        }
       }
     }
     return s;
   }
 
   std::string WorkDir(const std::string& cluster) const { return o_.state_dir + "/clusters/" + cluster; }
+  absl::StatusOr<Fd> LogDirFd(const std::string& cluster) const {
+    RELAY_ASSIGN_OR_RETURN(Fd state, OpenServiceDir(o_.state_dir, 0711));
+    RELAY_ASSIGN_OR_RETURN(Fd logs, EnsureDirAt(state, "logs", 0700));
+    return EnsureDirAt(logs, cluster, 0700);
+  }
   std::string LogDir(const std::string& cluster) const { return o_.state_dir + "/logs/" + cluster; }
 
   static std::string ExitText(int code) {
@@ -627,13 +625,13 @@ class LocalProvider final : public NodeProvider {
     for (auto& s : env_store) envp.push_back(s.data());
     envp.push_back(nullptr);
     std::vector<std::string> argv_store = argv;
-    if (int64_t uid = Uid(cluster); uid >= 0) {
+    if (Owner ids = Ids(cluster); ids.uid >= 0) {
       // posix_spawn cannot change the uid: setpriv does, then execs the
       // command (same pid). No supplementary groups, no_new_privs (a setuid
       // binary cannot take the privileges back).
-      std::string id = std::to_string(uid);
-      argv_store.insert(argv_store.begin(), {o_.setpriv, "--reuid=" + id, "--regid=" + id, "--clear-groups",
-                                             "--no-new-privs", "--"});
+      argv_store.insert(argv_store.begin(), {o_.setpriv, "--reuid=" + std::to_string(ids.uid),
+                                             "--regid=" + std::to_string(ids.gid), "--clear-groups", "--no-new-privs",
+                                             "--"});
     }
     for (auto& s : argv_store) args.push_back(s.data());
     args.push_back(nullptr);
@@ -645,7 +643,7 @@ class LocalProvider final : public NodeProvider {
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     // The service's file, 0600: the node writes it through this descriptor;
     // no other team reads it.
-    posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
     posix_spawn_file_actions_addclosefrom_np(&fa, 3);
     std::string work = WorkDir(cluster.id());
@@ -704,53 +702,49 @@ class LocalProvider final : public NodeProvider {
 
 }  // namespace
 
-bool ReadProcStat(int64_t pid, ProcInfo& out) {
-  std::string stat = ReadSmallFile(absl::StrCat("/proc/", pid, "/stat"));
-  // "pid (comm) state ppid pgrp session ... starttime(22)": comm may hold
-  // spaces and parentheses, so parse from the last ')'.
-  size_t close = stat.rfind(')');
-  if (close == std::string::npos || close + 2 >= stat.size()) return false;
-  std::vector<absl::string_view> f = absl::StrSplit(absl::string_view(stat).substr(close + 2), ' ');
-  // f[0] is field 3 (state); field n is f[n - 3].
-  if (f.size() < 20 || f[0].empty()) return false;
-  out.pid = pid;
-  out.state = f[0][0];
-  return absl::SimpleAtoi(f[6 - 3], &out.sid) && absl::SimpleAtoi(f[22 - 3], &out.start_ticks);
+
+
+namespace {
+
+// Single-team mode: the uid jobs run as. As root, a user must be named (a
+// job is never root); not as root, none may be (only root changes uids).
+absl::Status ResolveRunAs(LocalProviderOptions& o) {
+  if (o.run_as.empty()) {
+    if (::geteuid() == 0) {
+      return absl::FailedPreconditionError(
+          "relay-lifecycle runs as root and lifecycle.local.team's jobs would run as root too: set "
+          "lifecycle.local.run_as to a non-root user (or isolate teams with lifecycle.local.uid_range, or run the "
+          "service as a non-root user)");
+    }
+    return absl::OkStatus();
+  }
+  if (::geteuid() != 0) {
+    return absl::FailedPreconditionError("lifecycle.local.run_as needs relay-lifecycle to run as root (only root "
+                                         "starts processes as another user); unset it to run jobs as the service's user");
+  }
+  if (::access(o.setpriv.c_str(), X_OK) != 0) {
+    return absl::FailedPreconditionError(o.setpriv + " (util-linux) is needed to run jobs as lifecycle.local.run_as");
+  }
+  int64_t uid = -1, gid = -1;
+  if (passwd* pw = ::getpwnam(o.run_as.c_str())) {
+    uid = pw->pw_uid;
+    gid = pw->pw_gid;
+  } else if (absl::SimpleAtoi(o.run_as, &uid) && uid >= 0) {
+    gid = uid;
+    if (passwd* by_id = ::getpwuid(static_cast<uid_t>(uid))) gid = by_id->pw_gid;
+  } else {
+    return absl::InvalidArgumentError("lifecycle.local.run_as '" + o.run_as + "' is neither a user nor a uid");
+  }
+  if (uid == 0 || gid == 0) {
+    return absl::InvalidArgumentError("lifecycle.local.run_as '" + o.run_as + "' is root (uid or gid 0): jobs must "
+                                      "not run as root");
+  }
+  o.run_as_uid = uid;
+  o.run_as_gid = gid;
+  return absl::OkStatus();
 }
 
-std::vector<LabelledProcess> FindLabelled(const std::string& owner) {
-  std::vector<LabelledProcess> out;
-  const std::string mark = std::string(kOwnerVariable) + "=" + owner;
-  DIR* d = ::opendir("/proc");
-  if (!d) return out;
-  while (dirent* e = ::readdir(d)) {
-    int64_t pid;
-    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
-    std::string env = ReadSmallFile(absl::StrCat("/proc/", pid, "/environ"));
-    if (env.find(mark) == std::string::npos) continue;
-    LabelledProcess l;
-    bool mine = false;
-    for (absl::string_view kv : absl::StrSplit(absl::string_view(env), '\0')) {
-      if (kv == mark) mine = true;
-      auto take = [&](absl::string_view prefix, std::string& into) {
-        if (kv.substr(0, prefix.size()) == prefix) into = std::string(kv.substr(prefix.size()));
-      };
-      take("RELAY_CLUSTER_ID=", l.cluster_id);
-      take("RELAY_INSTALLATION=", l.installation);
-      take("RELAY_NODE_ID=", l.node_id);
-      take("RELAY_JOB_ID=", l.job_id);
-    }
-    if (!mine || !ReadProcStat(pid, l.proc) || l.proc.state == 'Z') continue;
-    // Only what the provider started: a session of its own, never ours.
-    if (l.proc.sid == ::getsid(0) || (l.node_id.empty() && l.job_id.empty())) continue;
-    // Ray's workers rewrite their process title over the environment, which
-    // can leave a label half-readable: without its cluster it names nothing.
-    if (l.cluster_id.empty()) continue;
-    out.push_back(std::move(l));
-  }
-  ::closedir(d);
-  return out;
-}
+}  // namespace
 
 std::string DefaultRuntimeDir() {
   return ::geteuid() == 0 ? "/run/relay-lifecycle" : "/tmp/relay-lifecycle-" + std::to_string(::geteuid());
@@ -769,6 +763,21 @@ absl::StatusOr<std::unique_ptr<NodeProvider>> NewLocalProvider(LocalProviderOpti
   } else if (options.team.empty()) {
     return absl::InvalidArgumentError("the local provider needs lifecycle.local.team (the one team it runs) or "
                                       "lifecycle.local.uid_range (teams isolated by uid, as root)");
+  } else {
+    RELAY_RETURN_IF_ERROR(ResolveRunAs(options));
+  }
+  // The roots the service makes everything under are its own, or it does
+  // not start (safe_fs.h): checked now, not at the first cluster.
+  RELAY_RETURN_IF_ERROR(OpenServiceDir(options.state_dir, 0711).status());
+  // Nodes of another uid find their work dir (HOME) and token file by path.
+  if ((options.uid_first > 0 || options.run_as_uid >= 0) && !RunnableByOthers(options.state_dir)) {
+    return absl::FailedPreconditionError("lifecycle.state_dir " + options.state_dir + " is not reachable by the uids "
+                                         "nodes run as: every directory above it must be searchable by others");
+  }
+  if (!options.ray_bin.empty()) {
+    if (auto st = OpenServiceDir(options.ray_temp_root, 0711); !st.ok()) {
+      return absl::FailedPreconditionError("lifecycle.local.ray_temp_root: " + std::string(st.status().message()));
+    }
   }
   RELAY_ASSIGN_OR_RETURN(std::string installation, InstallationId(options.state_dir));
   RELAY_ASSIGN_OR_RETURN(std::unique_ptr<OwnerClaim> claim,

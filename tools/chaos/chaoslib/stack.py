@@ -115,6 +115,19 @@ class Proc:
             return False
 
 
+def lifecycle_dirs(d):
+    """relay-lifecycle's state dir and, as root, the user its jobs run as
+    (lifecycle.local.run_as: a job is never root). That user must reach the
+    state dir: under /tmp when `d` is closed to it (as tools/dev does)."""
+    if os.geteuid() != 0:
+        return {"RELAY_LIFECYCLE_STATE_DIR": f"{d}/lifecycle"}
+    state = f"{d}/lifecycle"
+    probe = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "test", "-x", d]
+    if subprocess.call(probe) != 0:
+        state = f"/tmp/relay-chaos-{hashlib.sha256(d.encode()).hexdigest()[:10]}/lifecycle"
+    return {"RELAY_LIFECYCLE_STATE_DIR": state, "RELAY_LIFECYCLE_LOCAL_RUN_AS": "nobody"}
+
+
 class Stack:
     def __init__(self, args):
         self.args = args
@@ -179,7 +192,7 @@ class Stack:
         self.procs["stats"] = Proc("stats", [f"{b}/services/stats/relay-stats"], self.env(
             RELAY_KAFKA_BOOTSTRAP=kafka, RELAY_CLICKHOUSE_URL=ch, RELAY_STATS_CI_FILES_DIR=f"{d}/ci-files"), d)
         self.procs["lifecycle"] = Proc("lifecycle", [f"{b}/services/lifecycle/relay-lifecycle"], self.env(
-            RELAY_KAFKA_BOOTSTRAP=kafka, RELAY_GRPC_LISTEN="127.0.0.1:0", RELAY_LIFECYCLE_STATE_DIR=f"{d}/lifecycle",
+            RELAY_KAFKA_BOOTSTRAP=kafka, RELAY_GRPC_LISTEN="127.0.0.1:0", **lifecycle_dirs(d),
             RELAY_LIFECYCLE_LOCAL_TEAM="chaos", RELAY_LIFECYCLE_OWNER=f"relay-chaos-{os.getpid()}",
             RELAY_LIFECYCLE_TOKENS_FILE=f"{d}/lifecycle-tokens.yaml", RELAY_LIFECYCLE_RAY_BIN=""), d)
 

@@ -33,6 +33,8 @@ struct LifecycleSettings {
   std::string owner = "relay-lifecycle";           // the label on everything the provider starts
   std::string runtime_dir;                         // local provider: where owners are claimed host-wide
   std::string local_team;                          // local provider: its one team (no uid range)
+  std::string local_run_as;                        // ... and the user its jobs run as (required as root)
+  std::string ray_temp_root;                       // local provider: Ray's temp root (empty: /tmp/rr)
   int64_t uid_first = 0, uid_last = 0;             // local provider: teams' uids (lifecycle.local.uid_range)
   std::string ray_bin;                             // local provider: `ray` of a venv with ray[default]
   std::string leader_topic = "lifecycle.leader";

@@ -20,7 +20,9 @@
 // 0700 directory of the service's user: a node writes its log through the
 // descriptor it was started with), kept after the cluster is gone (the
 // pointers are in the cluster's record). A cluster's work dir is 0700 and
-// belongs to the uid its nodes run as. Nodes and jobs get an environment
+// belongs to the uid its nodes run as; the service never opens a path by
+// name inside it, nor inside a Ray temp dir (safe_fs.h: a team could
+// plant a symlink there). Nodes and jobs get an environment
 // allow list (PATH, LANG, LC_*, TZ; HOME = the work dir; the labels below),
 // never the service's own environment.
 //
@@ -30,10 +32,13 @@
 // on one host). The dashboard binds 127.0.0.1; Ray turns
 // --node-ip-address=127.0.0.1 into the host's routable address
 // (resolve_ip_for_localhost), so GCS, raylets and agents listen there:
-// the token below is what keeps others out and a temp dir of ~25 bytes under /tmp/rr
-// (Ray's socket paths must fit in 107 bytes). Token authentication is on
-// (RAY_AUTH_MODE=token, a random token per cluster kept in its record's
-// secrets, handed to the nodes as a 0600 file in the work dir through
+// the token below is what keeps others out and a temp dir of ~30 bytes,
+// <ray_temp_root>/<uid>/<cluster> (Ray's socket paths must fit in 107
+// bytes; <uid> is the service's, group = the nodes' gid, 0710, so only
+// that uid enters it: Ray makes the cluster's dir world-writable). Token
+// authentication is on (RAY_AUTH_MODE=token, a random token per cluster
+// kept in its record's secrets, handed to the nodes as a 0600 file of
+// their uid in <state_dir>/tokens (the service's, 0711) through
 // RAY_AUTH_TOKEN_PATH, never in the environment, which /proc shows): the
 // dashboard and the Jobs API answer nobody else (the ShadowRay lesson,
 // CVE-2023-48022). Readiness: the head's /api/gcs_healthz, each
@@ -54,7 +59,10 @@ struct LocalProviderOptions {
   std::string state_dir;                // logs, work dirs and the lock file
   std::string owner = "relay-lifecycle";  // the label; one per relay installation
   std::string ray_bin;                  // `ray` of a venv with ray[default]; empty: no Ray clusters
-  std::string ray_temp_root = "/tmp/rr";  // short: Ray's AF_UNIX paths live under it
+  // Short: Ray's AF_UNIX paths live under it. The service's own: made 0711
+  // if missing, and refused at start when it is a symlink, another user's,
+  // or writable by others (lifecycle.local.ray_temp_root).
+  std::string ray_temp_root = "/tmp/rr";
   // Where owner names are claimed host-wide (lifecycle.runtime_dir; empty:
   // DefaultRuntimeDir()).
   std::string runtime_dir;
@@ -64,9 +72,14 @@ struct LocalProviderOptions {
   //    first use, kept in <state_dir>/team-uids), through setpriv (no
   //    supplementary groups, no_new_privs);
   //  - otherwise the provider runs one team's clusters, `team`, and refuses
-  //    any other's (the kubernetes provider is the multi-tenant one).
+  //    any other's (the kubernetes provider is the multi-tenant one). As
+  //    root it runs them as `run_as` (a user name or uid, never 0) and
+  //    refuses to start without one: a job is never root.
   std::string team;
+  std::string run_as;
   int64_t uid_first = 0, uid_last = 0;
+  // Resolved from run_as by NewLocalProvider; -1: the service's own uid.
+  int64_t run_as_uid = -1, run_as_gid = -1;
   std::string setpriv = "/usr/bin/setpriv";
 };
 
