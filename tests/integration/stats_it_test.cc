@@ -690,7 +690,7 @@ TEST(StatsIt, AConsumerThatStopsForGoodTakesTheProcessDownWithExitCode1) {
 // by an author with `association`.
 std::pair<std::string, std::string> IssueWebhook(const std::string& delivery, const std::string& repo, int number,
                                                  const std::string& association, const std::string& title,
-                                                 const std::string& body) {
+                                                 const std::string& body, int64_t age_ms = 60'000) {
   json::object issue{{"number", number},
                      {"state", "open"},
                      {"title", title},
@@ -708,7 +708,7 @@ std::pair<std::string, std::string> IssueWebhook(const std::string& delivery, co
   w.set_event("issues");
   w.set_action("opened");
   w.set_repository(repo);
-  w.set_received_at_unix_ms(NowMs() - 60'000);
+  w.set_received_at_unix_ms(NowMs() - age_ms);
   w.set_body(payload);
   w.set_content_type("application/json");
   w.set_body_sha256(Sha256(payload));
@@ -719,7 +719,8 @@ std::pair<std::string, std::string> IssueWebhook(const std::string& delivery, co
 // on the upstream by an author with association NONE, both disabled a test
 // in every CI job within a refresh. Only the upstream's issues by trusted
 // authors may, and an untrusted issue without a Platforms: line must not
-// widen a trusted one's disable to every platform.
+// widen a trusted one's disable to every platform. Deliveries older than
+// stats.ci_disabled_days are not read.
 TEST(StatsIt, DisabledTestsComeOnlyFromTrustedAuthorsOfTheUpstream) {
   StatsStack s("disabled");
   s.Migrate();
@@ -730,10 +731,14 @@ TEST(StatsIt, DisabledTestsComeOnlyFromTrustedAuthorsOfTheUpstream) {
              IssueWebhook(tag + "-3", up, 3, "NONE", "DISABLED test_stranger (__main__.TestX)", ""),
              IssueWebhook(tag + "-4", up, 4, "MEMBER", "DISABLED test_member (__main__.TestX)",
                           "Platforms: linux\n\nflaky"),
-             IssueWebhook(tag + "-5", up, 5, "NONE", "DISABLED test_member (__main__.TestX)", "no platforms line")});
-  uint16_t port = s.Start(1, {{"RELAY_STATS_CI_FILES_UPSTREAMS", "up-org/torch"}, {"RELAY_STATS_CI_FILES_INTERVAL", "1s"}});
+             IssueWebhook(tag + "-5", up, 5, "NONE", "DISABLED test_member (__main__.TestX)", "no platforms line"),
+             IssueWebhook(tag + "-6", up, 6, "MEMBER", "DISABLED test_long_ago (__main__.TestX)", "",
+                          31LL * 86'400'000)});
+  uint16_t port = s.Start(1, {{"RELAY_STATS_CI_FILES_UPSTREAMS", "up-org/torch"},
+                              {"RELAY_STATS_CI_DISABLED_DAYS", "30"},
+                              {"RELAY_STATS_CI_FILES_INTERVAL", "1s"}});
   ASSERT_NE(port, 0) << ReadFile(s.Log(1));
-  ASSERT_EQ(s.WaitCount("SELECT count() FROM webhook_deliveries WHERE event = 'issues'", 5), 5);
+  ASSERT_EQ(s.WaitCount("SELECT count() FROM webhook_deliveries WHERE event = 'issues'", 6), 6);
   // A refresh that started after the last row landed.
   auto deadline = std::chrono::steady_clock::now() + 60s;
   while (std::chrono::steady_clock::now() < deadline &&

@@ -180,7 +180,8 @@ std::string DisabledTestsJson(const hud::ResultSet& issues, const DisabledTestsP
     is.url = str("html_url");
     is.association = str("author_association");
     if (const json::value* user = o.if_contains("user"); user && user->is_object()) {
-      if (const json::value* id = user->as_object().if_contains("id"); id && id->is_int64()) is.user_id = id->as_int64();
+      const json::value* id = user->as_object().if_contains("id");
+      if (id && id->is_int64()) is.user_id = id->as_int64();
     }
     latest[{absl::AsciiStrToLower(issues.Str(i, "repo")), is.number}] = std::move(is);
   }
