@@ -2,7 +2,8 @@
 // table filled from real webhook payloads (@octokit/webhooks-examples) and
 // from records as dispatch and collector write them; a full replay that
 // changes no query result; ClickHouse stopped mid-ingestion; poison records;
-// the tier report's verdicts at each threshold; migrations applied twice.
+// the tier report's verdicts at each threshold; migrations applied twice;
+// the disabled-tests list taking only trusted authors' upstream issues.
 //
 // Each test has its own topics (stats.topics.*), consumer group and
 // ClickHouse database, so tests sharing the servers do not see each other.
@@ -681,6 +682,79 @@ TEST(StatsIt, AConsumerThatStopsForGoodTakesTheProcessDownWithExitCode1) {
   std::string log = ReadFile(s.Log(1));
   EXPECT_THAT(log, HasSubstr("a part of the service stopped for good"));
   EXPECT_THAT(log, HasSubstr("neither dead-lettered nor skipped"));
+}
+
+// --- the published CI files ---------------------------------------------------
+
+// An `issues` webhook as intake records it: `repo`'s issue `number`, filed
+// by an author with `association`.
+std::pair<std::string, std::string> IssueWebhook(const std::string& delivery, const std::string& repo, int number,
+                                                 const std::string& association, const std::string& title,
+                                                 const std::string& body, int64_t age_ms = 60'000) {
+  json::object issue{{"number", number},
+                     {"state", "open"},
+                     {"title", title},
+                     {"body", body},
+                     {"author_association", association},
+                     {"user", json::object{{"login", "user-" + delivery}, {"id", 7000 + number}, {"type", "User"}}},
+                     {"html_url", "https://github.com/" + repo + "/issues/" + std::to_string(number)}};
+  std::string payload = json::serialize(json::object{
+      {"action", "opened"},
+      {"issue", issue},
+      {"repository", json::object{{"full_name", repo}, {"id", 1}}},
+      {"sender", json::object{{"login", "user-" + delivery}}}});
+  v1::WebhookRecord w;
+  w.set_delivery_id(delivery);
+  w.set_event("issues");
+  w.set_action("opened");
+  w.set_repository(repo);
+  w.set_received_at_unix_ms(NowMs() - age_ms);
+  w.set_body(payload);
+  w.set_content_type("application/json");
+  w.set_body_sha256(Sha256(payload));
+  return {repo, w.SerializeAsString()};
+}
+
+// issue 27: two signed `issues` webhooks, one on another repository and one
+// on the upstream by an author with association NONE, both disabled a test
+// in every CI job within a refresh. Only the upstream's issues by trusted
+// authors may, and an untrusted issue without a Platforms: line must not
+// widen a trusted one's disable to every platform. Deliveries older than
+// stats.ci_disabled_days are not read.
+TEST(StatsIt, DisabledTestsComeOnlyFromTrustedAuthorsOfTheUpstream) {
+  StatsStack s("disabled");
+  s.Migrate();
+  const std::string up = "Up-Org/torch", tag = "dis-" + Unique();
+  s.Produce("github.webhooks",
+            {IssueWebhook(tag + "-1", "evil-org/x", 1, "MEMBER", "DISABLED test_other_repo (__main__.TestX)", ""),
+             IssueWebhook(tag + "-2", "evil-org/x", 2, "NONE", "DISABLED test_other_repo_none (__main__.TestX)", ""),
+             IssueWebhook(tag + "-3", up, 3, "NONE", "DISABLED test_stranger (__main__.TestX)", ""),
+             IssueWebhook(tag + "-4", up, 4, "MEMBER", "DISABLED test_member (__main__.TestX)",
+                          "Platforms: linux\n\nflaky"),
+             IssueWebhook(tag + "-5", up, 5, "NONE", "DISABLED test_member (__main__.TestX)", "no platforms line"),
+             IssueWebhook(tag + "-6", up, 6, "MEMBER", "DISABLED test_long_ago (__main__.TestX)", "",
+                          31LL * 86'400'000)});
+  uint16_t port = s.Start(1, {{"RELAY_STATS_CI_FILES_UPSTREAMS", "up-org/torch"},
+                              {"RELAY_STATS_CI_DISABLED_DAYS", "30"},
+                              {"RELAY_STATS_CI_FILES_INTERVAL", "1s"}});
+  ASSERT_NE(port, 0) << ReadFile(s.Log(1));
+  ASSERT_EQ(s.WaitCount("SELECT count() FROM webhook_deliveries WHERE event = 'issues'", 6), 6);
+  // A refresh that started after the last row landed.
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (std::chrono::steady_clock::now() < deadline &&
+         testing::MetricValue(port, "relay_stats_ci_disabled_issues{verdict=\"untrusted_author\"}") != 2) {
+    std::this_thread::sleep_for(200ms);
+  }
+  auto got = HttpClient("127.0.0.1", port).Get("/ci/disabled-tests-condensed.json");
+  ASSERT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(json::parse(got.body), json::parse(R"j({"test_member (__main__.TestX)":
+      ["4", "https://github.com/Up-Org/torch/issues/4", ["linux"]]})j"));
+  EXPECT_EQ(testing::MetricValue(port, "relay_stats_ci_disabled_issues{verdict=\"other_repository\"}"), 0)
+      << "the SQL reads only the upstreams' deliveries";
+  EXPECT_EQ(testing::MetricValue(port, "relay_stats_ci_disabled_issues{verdict=\"disabled\"}"), 1);
+  EXPECT_GE(testing::MetricValue(
+                port, "relay_stats_ci_file_refreshes_total{file=\"disabled-tests-condensed.json\",result=\"ok\"}"),
+            1);
 }
 
 // --- the tier report ----------------------------------------------------------

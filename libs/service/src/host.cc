@@ -54,6 +54,8 @@ const std::set<std::string>& SuiteKeys() {
       "dispatch.redelivery_interval", "dispatch.redelivery_window", "dispatch.redelivery_grace",
       "dispatch.redelivery_max_per_scan", "stats.ci_files_interval", "stats.ci_files_dir",
       "stats.ci_files_days", "stats.ci_slow_threshold", "stats.queue_snapshot_interval",
+      "stats.ci_files_max_bytes", "stats.ci_files_upstreams", "stats.ci_disabled_associations",
+      "stats.ci_disabled_user_ids", "stats.ci_disabled_days",
       "stats.topics.webhooks", "stats.topics.dispatches", "stats.topics.outcomes", "stats.topics.results",
       "stats.topics.test_reports", "stats.topics.cluster_events",
       // relay-lifecycle

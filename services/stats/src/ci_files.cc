@@ -9,6 +9,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "relay/base/log.h"
 #include <openssl/sha.h>
@@ -26,6 +27,10 @@ const std::set<std::string>& KnownPlatforms() {
                                                        "macos", "rocm",   "slow",     "win",   "windows"};
   return *known;
 }
+
+// The verdicts DisabledTestsJson counts issues by.
+constexpr const char* kVerdicts[] = {"disabled", "closed", "not_a_test", "other_repository", "untrusted_author",
+                                     "unreadable"};
 
 double Round3(double v) { return std::round(v * 1000) / 1000; }
 
@@ -134,42 +139,82 @@ std::vector<std::string> ParsePlatforms(std::string_view body) {
   return {found.begin(), found.end()};
 }
 
-std::string DisabledTestsJson(const hud::ResultSet& issues) {
-  // Each issue's latest delivery: (repo, number) -> open?, title, body, url.
+const std::set<std::string>& AuthorAssociations() {
+  static const auto* all = new std::set<std::string>{"COLLABORATOR", "CONTRIBUTOR", "FIRST_TIMER", "FIRST_TIME_CONTRIBUTOR",
+                                                     "MANNEQUIN",    "MEMBER",      "NONE",        "OWNER"};
+  return *all;
+}
+
+std::vector<std::string> DefaultTrustedAssociations() { return {"OWNER", "MEMBER", "COLLABORATOR"}; }
+
+std::string DisabledTestsJson(const hud::ResultSet& issues, const DisabledTestsPolicy& policy,
+                              std::map<std::string, int64_t>* verdicts) {
+  // Each issue's latest delivery: (repo, number) -> open?, title, body, url,
+  // and who filed it.
   struct Issue {
     bool open = false;
-    std::string title, body, url;
-    int64_t number = 0;
+    std::string title, body, url, association;
+    int64_t number = 0, user_id = 0;
   };
+  std::map<std::string, int64_t> counts;
   std::map<std::pair<std::string, int64_t>, Issue> latest;
   for (size_t i = 0; i < issues.size(); ++i) {
     boost::system::error_code ec;
     json::value v = json::parse(issues.Str(i, "payload"), ec);
-    if (ec || !v.is_object()) continue;
-    const json::value* issue = v.as_object().if_contains("issue");
-    if (!issue || !issue->is_object()) continue;
+    const json::value* issue = !ec && v.is_object() ? v.as_object().if_contains("issue") : nullptr;
+    const json::value* number = issue && issue->is_object() ? issue->as_object().if_contains("number") : nullptr;
+    if (!number || !number->is_int64()) {
+      ++counts["unreadable"];  // a delivery, not an issue: counted as such
+      continue;
+    }
     const json::object& o = issue->as_object();
     auto str = [&](const char* k) {
       const json::value* x = o.if_contains(k);
       return x && x->is_string() ? std::string(x->as_string()) : std::string();
     };
-    const json::value* number = o.if_contains("number");
-    if (!number || !number->is_int64()) continue;
     Issue is;
     is.number = number->as_int64();
     is.open = str("state") == "open";
     is.title = str("title");
     is.body = str("body");
     is.url = str("html_url");
-    latest[{issues.Str(i, "repo"), is.number}] = std::move(is);
+    is.association = str("author_association");
+    if (const json::value* user = o.if_contains("user"); user && user->is_object()) {
+      const json::value* id = user->as_object().if_contains("id");
+      if (id && id->is_int64()) is.user_id = id->as_int64();
+    }
+    latest[{absl::AsciiStrToLower(issues.Str(i, "repo")), is.number}] = std::move(is);
   }
   // Test key -> issue and platforms; several issues for one test: the
-  // platforms' union, every platform when any says every platform.
+  // platforms' union, every platform when any says every platform
+  // (PyTorch's update_disabled_issues.py merges them so). Only issues that
+  // passed the policy get here, so an untrusted issue without a Platforms:
+  // line cannot widen a disable to every platform.
   std::map<std::string, std::pair<const Issue*, std::optional<std::set<std::string>>>> tests;
   for (const auto& [key, is] : latest) {
-    if (!is.open || !absl::StartsWith(is.title, "DISABLED ")) continue;
-    std::string test(absl::StripAsciiWhitespace(absl::string_view(is.title).substr(9)));
-    if (test.empty()) continue;
+    // The repository first: an issue of a repository relay does not serve
+    // says nothing about the upstream's tests, whoever filed it.
+    if (!policy.repos.count(key.first)) {
+      ++counts["other_repository"];
+      continue;
+    }
+    if (!policy.associations.count(is.association) && !policy.user_ids.count(is.user_id)) {
+      ++counts["untrusted_author"];
+      continue;
+    }
+    if (!is.open) {
+      ++counts["closed"];
+      continue;
+    }
+    std::string test;
+    if (absl::StartsWith(is.title, "DISABLED ")) {
+      test = std::string(absl::StripAsciiWhitespace(absl::string_view(is.title).substr(9)));
+    }
+    if (test.empty()) {
+      ++counts["not_a_test"];
+      continue;
+    }
+    ++counts["disabled"];
     auto platforms = ParsePlatforms(is.body);
     std::optional<std::set<std::string>> named;  // none: every platform
     if (!platforms.empty()) named.emplace(platforms.begin(), platforms.end());
@@ -190,6 +235,7 @@ std::string DisabledTestsJson(const hud::ResultSet& issues) {
     }
     out[test] = json::array{json::value(std::to_string(v.first->number)), json::value(v.first->url), platforms};
   }
+  if (verdicts) *verdicts = std::move(counts);
   return json::serialize(out);
 }
 
@@ -201,9 +247,18 @@ CiFiles::CiFiles(CiFilesOptions options, prometheus::Registry& metrics)
                     .Register(metrics)),
       refreshes_(prometheus::BuildCounter()
                      .Name("relay_stats_ci_file_refreshes_total")
-                     .Help("Recomputations of the published CI files, by result (ok, error)")
-                     .Register(metrics)) {
-  for (const char* r : {"ok", "error"}) refreshes_.Add({{"result", r}});
+                     .Help("Recomputations of each published CI file, by file and result (ok; error: its query "
+                           "failed; too_large: over stats.ci_files_max_bytes; the last good version stays served)")
+                     .Register(metrics)),
+      disabled_issues_(prometheus::BuildGauge()
+                           .Name("relay_stats_ci_disabled_issues")
+                           .Help("Issues read for disabled-tests-condensed.json at its last computation, by verdict "
+                                 "(disabled, closed, not_a_test, other_repository, untrusted_author, unreadable)")
+                           .Register(metrics)) {
+  for (const std::string& f : Names()) {
+    for (const char* r : {"ok", "error", "too_large"}) refreshes_.Add({{"file", f}, {"result", r}});
+  }
+  for (const char* v : kVerdicts) disabled_issues_.Add({{"verdict", v}});
 }
 
 const std::vector<std::string>& CiFiles::Names() {
@@ -214,62 +269,103 @@ const std::vector<std::string>& CiFiles::Names() {
 }
 
 absl::Status CiFiles::Refresh(clickhouse::Client& client) {
-  auto run = [&](const char* query, std::map<std::string, std::string> params) {
+  return Refresh([&client](const std::string& query, const std::map<std::string, std::string>& params) {
     return hud::RunNamed(client, query, params);
-  };
+  });
+}
+
+absl::Status CiFiles::Refresh(const CiQueryRunner& run) {
   std::string days = std::to_string(options_.days);
-  std::map<std::string, std::string> made;
-  auto build = [&](const std::string& file, const char* query, std::map<std::string, std::string> params,
-                   std::string (*to_json)(const hud::ResultSet&)) -> absl::Status {
-    auto rows = run(query, std::move(params));
-    if (!rows.ok()) return rows.status();
-    made[file] = to_json(*rows);
-    return absl::OkStatus();
+  std::optional<std::map<std::string, int64_t>> verdicts;  // set when the disabled list was computed
+  auto disabled = [&](const hud::ResultSet& rows) {
+    return DisabledTestsJson(rows, options_.disabled, &verdicts.emplace());
   };
-  absl::Status st = build("test-times.json", "ci_test_times", {{"days", days}}, TestTimesJson);
-  if (st.ok()) st = build("test-class-times.json", "ci_test_class_times", {{"days", days}}, TestClassTimesJson);
-  if (st.ok()) {
-    st = build("slow-tests.json", "ci_slow_tests",
-               {{"days", days}, {"threshold", absl::StrCat(options_.slow_threshold_seconds)}}, SlowTestsJson);
+  struct Spec {
+    const char* file;
+    const char* query;
+    std::map<std::string, std::string> params;
+    std::function<std::string(const hud::ResultSet&)> to_json;
+  };
+  const Spec specs[] = {
+      {"test-times.json", "ci_test_times", {{"days", days}}, TestTimesJson},
+      {"test-class-times.json", "ci_test_class_times", {{"days", days}}, TestClassTimesJson},
+      {"slow-tests.json", "ci_slow_tests",
+       {{"days", days}, {"threshold", absl::StrCat(options_.slow_threshold_seconds)}}, SlowTestsJson},
+      // The upstreams go in as one comma-separated literal (ClickHouse 18.16
+      // binds no arrays); the policy is applied again to each issue.
+      {"disabled-tests-condensed.json", "ci_disabled_issues",
+       {{"days", std::to_string(options_.disabled_days)}, {"repos", absl::StrJoin(options_.disabled.repos, ",")}},
+       disabled},
+      {"flaky-tests.json", "flaky_tests",
+       {{"days", std::to_string(options_.flaky_days)}, {"repo", ""}, {"limit", "100000"}}, FlakyTestsJson},
+  };
+  // Each file on its own: one that cannot be made must not hold back the
+  // others (a CI job reads all five).
+  std::vector<std::string> failed;
+  for (const Spec& spec : specs) {
+    absl::Status st = RefreshFile(spec.file, run(spec.query, spec.params), spec.to_json);
+    if (!st.ok()) failed.push_back(absl::StrCat(spec.file, ": ", st.message()));
   }
-  if (st.ok()) st = build("disabled-tests-condensed.json", "ci_disabled_issues", {}, DisabledTestsJson);
-  if (st.ok()) {
-    st = build("flaky-tests.json", "flaky_tests",
-               {{"days", std::to_string(options_.flaky_days)}, {"repo", ""}, {"limit", "100000"}}, FlakyTestsJson);
+  if (verdicts) {
+    for (const char* v : kVerdicts) disabled_issues_.Add({{"verdict", v}}).Set(static_cast<double>((*verdicts)[v]));
   }
-  if (!st.ok()) {
-    refreshes_.Add({{"result", "error"}}).Increment();
-    return st;
+  if (failed.empty()) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(failed.size(), " of ", std::size(specs),
+                                             " CI files not refreshed (their last good versions stay served): ",
+                                             absl::StrJoin(failed, "; ")));
+}
+
+absl::Status CiFiles::RefreshFile(const std::string& name, absl::StatusOr<hud::ResultSet> rows,
+                                  const std::function<std::string(const hud::ResultSet&)>& to_json) {
+  if (!rows.ok()) {
+    refreshes_.Add({{"file", name}, {"result", "error"}}).Increment();
+    log::Warn("ci file not refreshed: its query failed; the last good version stays served",
+              {{"file", name}, {"error", rows.status().ToString()}});
+    return rows.status();
+  }
+  std::string body = to_json(*rows);
+  if (body.size() > options_.max_file_bytes) {
+    // Never a truncated file: a cut list would re-enable every test past
+    // the cut. The last good version stays until the cause is found.
+    refreshes_.Add({{"file", name}, {"result", "too_large"}}).Increment();
+    log::Warn("ci file not refreshed: larger than stats.ci_files_max_bytes; the last good version stays served",
+              {{"file", name},
+               {"bytes", static_cast<int64_t>(body.size())},
+               {"max_bytes", static_cast<int64_t>(options_.max_file_bytes)}});
+    return absl::ResourceExhaustedError(
+        absl::StrCat(body.size(), " bytes, over stats.ci_files_max_bytes (", options_.max_file_bytes, ")"));
+  }
+  Publish(name, std::move(body));
+  refreshes_.Add({{"file", name}, {"result", "ok"}}).Increment();
+  return absl::OkStatus();
+}
+
+void CiFiles::Publish(const std::string& name, std::string body) {
+  if (!options_.dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(options_.dir, ec);
+    std::string path = options_.dir + "/" + name, tmp = path + ".tmp";
+    bool written = false;
+    {
+      std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
+      out << body;
+      out.close();
+      written = out.good();
+    }
+    // A file cut short (a full disk) never replaces a whole one.
+    if (written) std::filesystem::rename(tmp, path, ec);
+    if (!written || ec) log::Warn("ci files: not written", {{"path", path}, {"error", written ? ec.message() : "write failed"}});
   }
   int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                     std::chrono::system_clock::now().time_since_epoch())
                     .count();
-  for (auto& [name, body] : made) {
-    if (!options_.dir.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(options_.dir, ec);
-      std::string path = options_.dir + "/" + name, tmp = path + ".tmp";
-      bool written = false;
-      {
-        std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
-        out << body;
-        out.close();
-        written = out.good();
-      }
-      // A file cut short (a full disk) never replaces a whole one.
-      if (written) std::filesystem::rename(tmp, path, ec);
-      if (!written || ec) log::Warn("ci files: not written", {{"path", path}, {"error", written ? ec.message() : "write failed"}});
-    }
-    std::lock_guard lock(mu_);
-    CiFile& f = files_[name];
-    if (f.body != body) {
-      f.etag = Etag(body);
-      f.body = std::move(body);
-      f.generated_at_ms = now;
-    }
+  std::lock_guard lock(mu_);
+  CiFile& f = files_[name];
+  if (f.body != body) {
+    f.etag = Etag(body);
+    f.body = std::move(body);
+    f.generated_at_ms = now;
   }
-  refreshes_.Add({{"result", "ok"}}).Increment();
-  return absl::OkStatus();
 }
 
 std::optional<CiFile> CiFiles::Get(const std::string& name) const {

@@ -8,12 +8,15 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "relay/base/log.h"
 #include "relay/base/secret_file.h"
+#include "relay/allowlist/allowlist.h"
 #include "relay/base/status.h"
 #include "relay/stats/ci_files.h"
 #include "relay/stats/hud/hud_server.h"
@@ -132,6 +135,14 @@ class StatsService final : public service::Service {
     ci.slow_threshold_seconds = s.ci_slow_threshold.count() / 1000.0;
     ci.dir = s.ci_files_dir;
     ci.max_age = std::chrono::duration_cast<std::chrono::seconds>(s.ci_files_interval);
+    ci.max_file_bytes = static_cast<size_t>(s.ci_files_max_bytes);
+    ci.disabled.repos = {s.ci_files_upstreams.begin(), s.ci_files_upstreams.end()};
+    ci.disabled.associations = {s.ci_disabled_associations.begin(), s.ci_disabled_associations.end()};
+    ci.disabled.user_ids = {s.ci_disabled_user_ids.begin(), s.ci_disabled_user_ids.end()};
+    ci.disabled_days = s.ci_disabled_days;
+    if (s.ci_files_upstreams.empty()) {
+      log::Warn("stats.ci_files_upstreams is empty: disabled-tests-condensed.json disables no test", {});
+    }
     ci_files_ = std::make_unique<CiFiles>(std::move(ci), metrics);
     ci_files_->AddRoutes(runtime.router());
     RELAY_ASSIGN_OR_RETURN(ci_refresher_, clickhouse::Client::New(s.clickhouse));
@@ -402,6 +413,32 @@ absl::StatusOr<StatsSettings> LoadSettings(Config& config, const service::Common
   s.ci_files_dir = config.String("stats.ci_files_dir", "");
   s.ci_files_days = static_cast<int>(config.Int("stats.ci_files_days", 7, 1, 365));
   s.ci_slow_threshold = config.Duration("stats.ci_slow_threshold", 60s, 1ms, 24h);
+  s.ci_files_max_bytes = config.Bytes("stats.ci_files_max_bytes", 32LL << 20, 1LL << 10, 1LL << 30);
+  // Whose issues may disable tests upstream (ci_files.h, DisabledTestsPolicy).
+  for (const std::string& repo : config.StringList("stats.ci_files_upstreams")) {
+    if (!allowlist::IsValidRepoName(repo)) {
+      config.Fail("stats.ci_files_upstreams", "'" + repo + "' is not an owner/name repository");
+    }
+    s.ci_files_upstreams.push_back(absl::AsciiStrToLower(repo));
+  }
+  s.ci_disabled_associations = config.StringList("stats.ci_disabled_associations");
+  if (s.ci_disabled_associations.empty()) s.ci_disabled_associations = DefaultTrustedAssociations();
+  for (std::string& a : s.ci_disabled_associations) {
+    a = absl::AsciiStrToUpper(a);
+    if (!AuthorAssociations().count(a)) {
+      config.Fail("stats.ci_disabled_associations",
+                  "'" + a + "' is not one of GitHub's author_association values (" +
+                      absl::StrJoin(AuthorAssociations(), ", ") + ")");
+    }
+  }
+  for (const std::string& id : config.StringList("stats.ci_disabled_user_ids")) {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(id, &n) || n <= 0) {
+      config.Fail("stats.ci_disabled_user_ids", "'" + id + "' is not a GitHub user id (a positive number)");
+    }
+    s.ci_disabled_user_ids.push_back(n);
+  }
+  s.ci_disabled_days = static_cast<int>(config.Int("stats.ci_disabled_days", 365, 1, 3650));
   // Input topics (defaults: the suite's names); their DLQs are <topic>.dlq.
   for (auto [key, topic] : {std::pair{"webhooks", &s.topics.webhooks}, std::pair{"dispatches", &s.topics.dispatches},
                             std::pair{"outcomes", &s.topics.outcomes}, std::pair{"results", &s.topics.results},

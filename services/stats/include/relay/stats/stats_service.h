@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "relay/base/config.h"
@@ -43,6 +44,11 @@ struct StatsSettings {
   std::string ci_files_dir;                          // set: they are also written here
   int ci_files_days = 7;                             // days of test runs they are made from
   std::chrono::milliseconds ci_slow_threshold{60'000};  // slower on average is a slow test
+  int64_t ci_files_max_bytes = 32LL << 20;           // a larger file is refused, the last good one kept
+  std::vector<std::string> ci_files_upstreams;       // whose DISABLED issues count (lower-case owner/name)
+  std::vector<std::string> ci_disabled_associations;  // trusted author_association values
+  std::vector<int64_t> ci_disabled_user_ids;          // authors trusted by GitHub user id (bots)
+  int ci_disabled_days = 365;                         // issues whose latest delivery is older are not read
 };
 
 // clickhouse.* keys (shared by the service and its subcommands).

@@ -1,0 +1,64 @@
+// relay-stats' settings: who may disable tests through the published
+// disabled-tests list (stats.ci_files_upstreams and friends).
+#include "relay/stats/stats_service.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace relay::stats {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+struct Loaded {
+  StatsSettings settings;
+  absl::Status finish;
+  std::string errors() const { return std::string(finish.message()); }
+};
+
+Loaded Load(std::map<std::string, std::string> env) {
+  env.emplace("RELAY_KAFKA_BOOTSTRAP", "127.0.0.1:9092");  // required, and beside the point here
+  auto config = Config::Load("", std::move(env));
+  EXPECT_TRUE(config.ok()) << config.status();
+  auto s = LoadSettings(*config, service::CommonSettings{});
+  EXPECT_TRUE(s.ok()) << s.status();
+  return {s.ok() ? *s : StatsSettings{}, config->Finish()};
+}
+
+TEST(StatsSettings, NoUpstreamAndTheDefaultAssociationsUnlessConfigured) {
+  Loaded l = Load({});
+  ASSERT_TRUE(l.finish.ok()) << l.finish;
+  EXPECT_TRUE(l.settings.ci_files_upstreams.empty());
+  EXPECT_THAT(l.settings.ci_disabled_associations, ElementsAre("OWNER", "MEMBER", "COLLABORATOR"));
+  EXPECT_TRUE(l.settings.ci_disabled_user_ids.empty());
+  EXPECT_EQ(l.settings.ci_disabled_days, 365);
+  EXPECT_EQ(l.settings.ci_files_max_bytes, 32LL << 20);
+}
+
+TEST(StatsSettings, UpstreamsAreLowerCasedAndAssociationsUpperCased) {
+  Loaded l = Load({{"RELAY_STATS_CI_FILES_UPSTREAMS", "PyTorch/PyTorch, acme/torch"},
+                   {"RELAY_STATS_CI_DISABLED_ASSOCIATIONS", "owner"},
+                   {"RELAY_STATS_CI_DISABLED_USER_IDS", "54816060"},
+                   {"RELAY_STATS_CI_FILES_MAX_BYTES", "1MiB"}});
+  ASSERT_TRUE(l.finish.ok()) << l.finish;
+  EXPECT_THAT(l.settings.ci_files_upstreams, ElementsAre("pytorch/pytorch", "acme/torch"));
+  EXPECT_THAT(l.settings.ci_disabled_associations, ElementsAre("OWNER"));
+  EXPECT_THAT(l.settings.ci_disabled_user_ids, ElementsAre(54816060));
+  EXPECT_EQ(l.settings.ci_files_max_bytes, 1 << 20);
+}
+
+TEST(StatsSettings, AMalformedTrustSettingIsRefusedNamingTheKey) {
+  Loaded repo = Load({{"RELAY_STATS_CI_FILES_UPSTREAMS", "pytorch"}});
+  EXPECT_THAT(repo.errors(), HasSubstr("stats.ci_files_upstreams (RELAY_STATS_CI_FILES_UPSTREAMS): "
+                                       "'pytorch' is not an owner/name repository"));
+  Loaded association = Load({{"RELAY_STATS_CI_DISABLED_ASSOCIATIONS", "MEMBER,MAINTAINER"}});
+  EXPECT_THAT(association.errors(),
+              HasSubstr("stats.ci_disabled_associations (RELAY_STATS_CI_DISABLED_ASSOCIATIONS): "
+                        "'MAINTAINER' is not one of GitHub's author_association"));
+  Loaded id = Load({{"RELAY_STATS_CI_DISABLED_USER_IDS", "pytorch-bot"}});
+  EXPECT_THAT(id.errors(), HasSubstr("(RELAY_STATS_CI_DISABLED_USER_IDS): 'pytorch-bot' is not a GitHub user id"));
+}
+
+}  // namespace
+}  // namespace relay::stats
