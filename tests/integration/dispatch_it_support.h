@@ -3,7 +3,8 @@
 // would), the fixture, and the checks of a crash's aftermath. The tests
 // are in dispatch_it_test.cc (fan-out, allowlist, failures, budget) and
 // dispatch_it_faults_test.cc (kills, takeovers, rebalances, replays,
-// several instances), one binary.
+// several instances) and dispatch_it_clock_test.cc (the shared budget with
+// a host clock off, the budget topic's timestamps), one binary.
 #pragma once
 
 #include <signal.h>
@@ -103,6 +104,14 @@ class DispatchStack {
   uint16_t StartDispatch(int n, std::map<std::string, std::string> env = {}) {
     std::string port_file = dir_ + "/dispatch" + std::to_string(n) + ".port";
     std::remove(port_file.c_str());
+    dispatch_[n] = std::make_unique<Subprocess>(
+        std::vector<std::string>{Env("RELAY_IT_DISPATCH_BIN"), "--port-file", port_file}, Settings(std::move(env)),
+        dir_ + "/dispatch" + std::to_string(n) + ".log");
+    if (!testing::WaitForFile(port_file, 30s)) return 0;
+    return static_cast<uint16_t>(std::stoi(ReadFile(port_file)));
+  }
+  // relay-dispatch's settings on this stack (RELAY_* variables); `env`'s win.
+  std::map<std::string, std::string> Settings(std::map<std::string, std::string> env) const {
     env.emplace("RELAY_HTTP_LISTEN", "127.0.0.1:0");
     env.emplace("RELAY_HTTP_DRAIN_DELAY", "0s");
     env.emplace("RELAY_KAFKA_BOOTSTRAP", testing::FixtureBootstrap());
@@ -117,11 +126,7 @@ class DispatchStack {
     env.emplace("RELAY_TOKENS_KEYS_FILE", dir_ + "/keys.yaml");
     env.emplace("RELAY_DISPATCH_UPSTREAM_REPO", upstream_);
     env.emplace("RELAY_DISPATCH_BATCH_WAIT", "1s");
-    dispatch_[n] = std::make_unique<Subprocess>(
-        std::vector<std::string>{Env("RELAY_IT_DISPATCH_BIN"), "--port-file", port_file}, env,
-        dir_ + "/dispatch" + std::to_string(n) + ".log");
-    if (!testing::WaitForFile(port_file, 30s)) return 0;
-    return static_cast<uint16_t>(std::stoi(ReadFile(port_file)));
+    return env;
   }
   Subprocess& dispatch(int n) { return *dispatch_.at(n); }
   std::string Log(int n) { return ReadFile(dir_ + "/dispatch" + std::to_string(n) + ".log"); }

@@ -143,4 +143,19 @@ absl::Status CheckTopicAccepts(const TopicDescription& topic, int64_t max_record
   return absl::OkStatus();
 }
 
+absl::Status CheckLogAppendTime(const TopicDescription& topic) {
+  auto it = topic.configs.find("message.timestamp.type");
+  if (it == topic.configs.end()) {
+    return absl::FailedPreconditionError("topic " + topic.name +
+                                         ": message.timestamp.type not reported by the broker");
+  }
+  if (it->second != "LogAppendTime") {
+    return absl::FailedPreconditionError("topic " + topic.name + ": message.timestamp.type is " +
+                                         (it->second.empty() ? std::string("empty") : it->second) +
+                                         ", LogAppendTime needed (records stamped by the broker's clock; "
+                                         "deploy/kafka/topics.txt declares it)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace relay::kafka

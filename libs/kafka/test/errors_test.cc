@@ -73,5 +73,16 @@ TEST(KafkaAdminTest, TopicMustTakeTheLargestRecordPlusBatchOverhead) {
   EXPECT_FALSE(CheckTopicAccepts(topic, 1).ok());
 }
 
+TEST(KafkaAdminTest, OnlyLogAppendTimeIsTheBrokersClock) {
+  TopicDescription topic{"dispatch.budget", 1, 3, {{"message.timestamp.type", "CreateTime"}}};
+  absl::Status create = CheckLogAppendTime(topic);
+  EXPECT_TRUE(absl::IsFailedPrecondition(create));
+  EXPECT_NE(create.message().find("message.timestamp.type is CreateTime"), std::string::npos) << create;
+  topic.configs["message.timestamp.type"] = "LogAppendTime";
+  EXPECT_TRUE(CheckLogAppendTime(topic).ok());
+  topic.configs.clear();
+  EXPECT_TRUE(absl::IsFailedPrecondition(CheckLogAppendTime(topic)));
+}
+
 }  // namespace
 }  // namespace relay::kafka

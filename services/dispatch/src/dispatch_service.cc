@@ -180,8 +180,11 @@ class DispatchService final : public service::Service {
     bo.lease = s.budget_lease;
     bo.hold = s.budget_lease + s.request_timeout + 10s;
     bo.max_claim = std::max(1, s.scheduler.concurrency);
-    RELAY_ASSIGN_OR_RETURN(budget_, SharedBudget::Start(bo, producer_.get(), runtime.factories().follower, clock_,
-                                                        &metrics));
+    // Asked once, at start: dispatch.budget's records must carry the broker's clock.
+    RELAY_ASSIGN_OR_RETURN(std::unique_ptr<kafka::Admin> admin,
+                           runtime.factories().admin(s.kafka.bootstrap, s.kafka.client_id + "-admin"));
+    RELAY_ASSIGN_OR_RETURN(budget_, SharedBudget::Start(bo, producer_.get(), runtime.factories().follower, *admin,
+                                                        clock_, &metrics));
     scheduler_ = std::make_unique<Scheduler>(
         s.scheduler,
         [this, client_options] {

@@ -1,11 +1,45 @@
 #include "relay/dispatch/shared_budget.h"
 
+#include <limits>
+
 #include "relay/base/log.h"
 #include "relay/base/random.h"
 
 namespace relay::dispatch {
 
 using namespace std::chrono_literals;
+
+namespace {
+
+// An own record at least this often, so the estimate of the broker's clock
+// stays fresh when the instance is quiet; and how soon a probe not read
+// back (not written, or the log not read to its end yet) is sent again.
+constexpr auto kReanchorEvery = 30s;
+constexpr auto kProbeRetry = 5s;
+
+int64_t SteadyMs(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+}  // namespace
+
+// --- the broker's clock -------------------------------------------------------
+
+void BrokerClock::Saw(int64_t log_ms, TimePoint read, bool own) {
+  const int64_t offset = log_ms - SteadyMs(read);
+  if (own) {
+    // Fresh: replaces a bound the two clocks' drift may have made too high.
+    offset_ms_ = offset;
+    anchored_ = true;
+  } else if (!seen_ || offset > offset_ms_) {
+    offset_ms_ = offset;
+  }
+  seen_ = true;
+}
+
+int64_t BrokerClock::EarliestMs(TimePoint now) const {
+  return seen_ ? SteadyMs(now) + offset_ms_ : std::numeric_limits<int64_t>::min();
+}
 
 // --- the ledger ---------------------------------------------------------------
 
@@ -60,6 +94,7 @@ std::optional<BudgetLedger::Grant> BudgetLedger::Apply(const v1::BudgetRecord& r
       }
       return std::nullopt;
     }
+    case v1::BudgetRecord::kProbe:  // its log time is all it brings
     case v1::BudgetRecord::KIND_NOT_SET:
       break;
   }
@@ -92,12 +127,25 @@ SharedBudget::SharedBudget(SharedBudgetOptions options, kafka::Producer* produce
 absl::StatusOr<std::unique_ptr<SharedBudget>> SharedBudget::Start(SharedBudgetOptions options,
                                                                  kafka::Producer* producer,
                                                                  const kafka::FollowerFactory& followers,
-                                                                 const Clock* clock, prometheus::Registry* metrics) {
+                                                                 kafka::Admin& admin, const Clock* clock,
+                                                                 prometheus::Registry* metrics) {
   if (options.instance.empty()) {
     options.instance = RandomHex(8);
   }
   if (options.hold < options.lease * 2) {
     return absl::InvalidArgumentError("the budget's hold must be at least twice its lease");
+  }
+  // Every grant is decided at its claim's log time, and "now" is read off
+  // the log times: with CreateTime they would be each writer's own clock.
+  auto topic = admin.DescribeTopic(options.topic, 10s);
+  if (!topic.ok()) {
+    return absl::Status(topic.status().code(), "the shared GitHub budget: " + std::string(topic.status().message()));
+  }
+  if (absl::Status st = kafka::CheckLogAppendTime(*topic); !st.ok()) {
+    return absl::FailedPreconditionError(
+        "the shared GitHub budget decides on the broker's clock: " + std::string(st.message()) +
+        "; set it: kafka-configs --alter --entity-type topics --entity-name " + options.topic +
+        " --add-config message.timestamp.type=LogAppendTime");
   }
   std::unique_ptr<SharedBudget> b(new SharedBudget(std::move(options), producer, clock, metrics));
   kafka::FollowerOptions fo;
@@ -112,6 +160,11 @@ absl::StatusOr<std::unique_ptr<SharedBudget>> SharedBudget::Start(SharedBudgetOp
   {
     std::lock_guard lock(b->mu_);
     b->follower_ = std::move(*follower);
+  }
+  {
+    // The broker's clock is known once this is read back.
+    std::lock_guard lock(b->mu_);
+    b->ProbeLocked();
   }
   b->ticker_ = std::thread([self] { self->Tick(); });
   log::Info("shared GitHub budget", {{"topic", self->options_.topic}, {"instance", self->options_.instance}});
@@ -137,6 +190,8 @@ SharedBudget::~SharedBudget() {
 void SharedBudget::Send(v1::BudgetRecord record) {
   int64_t seq = record.seq();
   bool claim = record.has_claim();
+  // Read back, its log time against this says what time it is on the broker.
+  last_sent_ = sent_at_[seq] = clock_->Now();
   producer_->Send(kafka::MessageRecord(options_.topic, "budget", record, "", 0),
                   [this, seq, claim](absl::Status st) {
                     if (st.ok()) return;
@@ -150,13 +205,25 @@ void SharedBudget::Send(v1::BudgetRecord record) {
                   });
 }
 
+void SharedBudget::ProbeLocked() {
+  v1::BudgetRecord r;
+  r.set_instance(options_.instance);
+  r.set_seq(++seq_);
+  r.mutable_probe();
+  Send(std::move(r));
+}
+
+int64_t SharedBudget::BrokerNowLocked() const {
+  return std::max(ledger_.now_ms(), broker_.EarliestMs(clock_->Now()));
+}
+
 void SharedBudget::MaybeClaimLocked(const Key& key) {
   if (closed_) return;
   int64_t available = 0;
   for (const Lease& l : leases_[key]) available += l.granted - l.taken;
   int64_t want = waiting_[key] - available - claiming_[key];
   if (want <= 0) return;
-  if (clock_->UnixMillis() < denied_until_ms_[key]) return;
+  if (BrokerNowLocked() < denied_until_ms_[key]) return;
   int64_t count = std::min<int64_t>(want, options_.max_claim);
   v1::BudgetRecord r;
   r.set_instance(options_.instance);
@@ -176,15 +243,17 @@ std::optional<CallBudget::TimePoint> SharedBudget::Acquire(int64_t installation,
   auto deadline = std::chrono::steady_clock::now() + 100ms;
   std::optional<TimePoint> retry;
   for (;;) {
-    int64_t now_ms = clock_->UnixMillis();
-    int64_t paused = std::max(ledger_.paused_until_ms(), local_pause_until_ms_);
-    if (paused > now_ms) {
-      retry = clock_->Now() + std::chrono::milliseconds(paused - now_ms);
-      break;
-    }
-    if (follower_ && follower_->CaughtUp()) {
+    if (ReadyLocked()) {
+      // Both on the broker's clock, "now" at its earliest: a pause never
+      // looks shorter than it is.
+      int64_t now_ms = BrokerNowLocked();
+      int64_t paused = std::max(ledger_.paused_until_ms(), local_pause_until_ms_);
+      if (paused > now_ms) {
+        retry = clock_->Now() + std::chrono::milliseconds(paused - now_ms);
+        break;
+      }
       for (Lease& l : leases_[key]) {
-        if (l.taken < l.granted && std::chrono::steady_clock::now() < l.expires) {
+        if (l.taken < l.granted && clock_->Now() < l.expires) {
           ++l.taken;
           --waiting_[key];
           return std::nullopt;
@@ -195,8 +264,9 @@ std::optional<CallBudget::TimePoint> SharedBudget::Acquire(int64_t installation,
     if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) break;
   }
   --waiting_[key];
-  int64_t denied = denied_until_ms_[key] - clock_->UnixMillis();
-  return retry ? *retry : clock_->Now() + std::chrono::milliseconds(std::clamp<int64_t>(denied, 5, 1000));
+  if (retry) return *retry;
+  int64_t denied = ReadyLocked() ? denied_until_ms_[key] - BrokerNowLocked() : 100;
+  return clock_->Now() + std::chrono::milliseconds(std::clamp<int64_t>(denied, 5, 1000));
 }
 
 void SharedBudget::Observe(int64_t installation, bool write, unsigned status,
@@ -216,7 +286,7 @@ void SharedBudget::Observe(int64_t installation, bool write, unsigned status,
     // Everyone pauses: this instance at once, the others when they read it.
     int64_t retry_after = header("retry-after");
     int64_t pause = retry_after >= 0 ? retry_after * 1000 : options_.budget.secondary_pause.count();
-    local_pause_until_ms_ = std::max(local_pause_until_ms_, clock_->UnixMillis() + pause);
+    local_pause_until_ms_ = std::max(local_pause_until_ms_, BrokerNowLocked() + pause);
     v1::BudgetRecord r;
     r.set_instance(options_.instance);
     r.set_seq(++seq_);
@@ -232,7 +302,7 @@ void SharedBudget::Observe(int64_t installation, bool write, unsigned status,
       it->remaining = remaining;
       it->reset_unix = std::max<int64_t>(0, header("x-ratelimit-reset"));
     }
-    if (it->answered == it->taken && (it->taken == it->granted || std::chrono::steady_clock::now() >= it->expires)) {
+    if (it->answered == it->taken && (it->taken == it->granted || clock_->Now() >= it->expires)) {
       ReleaseLocked(key, *it);
       leases.erase(it);
     }
@@ -255,7 +325,7 @@ void SharedBudget::ReleaseLocked(const Key&, const Lease& lease) {
 }
 
 void SharedBudget::CloseExpiredLocked() {
-  auto now = std::chrono::steady_clock::now();
+  auto now = clock_->Now();
   for (auto& [key, leases] : leases_) {
     for (auto it = leases.begin(); it != leases.end();) {
       // Calls still in flight keep their lease open until answered.
@@ -275,7 +345,16 @@ void SharedBudget::OnRecord(const kafka::ConsumedRecord& record) {
     log::Warn("unreadable budget record skipped", {{"offset", record.offset}});
     return;
   }
+  const auto read_at = clock_->Now();
   std::lock_guard lock(mu_);
+  std::optional<std::chrono::steady_clock::time_point> sent;
+  if (r.instance() == options_.instance) {
+    if (auto it = sent_at_.find(r.seq()); it != sent_at_.end()) {
+      sent = it->second;
+      sent_at_.erase(it);
+    }
+  }
+  broker_.Saw(record.timestamp_ms, read_at, sent.has_value());
   auto grant = ledger_.Apply(r, record.timestamp_ms);
   if (grant && grant->instance == options_.instance) {
     const Key key{grant->installation, grant->write};
@@ -284,16 +363,18 @@ void SharedBudget::OnRecord(const kafka::ConsumedRecord& record) {
       pending_.erase(it);
     }
     claims_.Add({{"result", grant->granted > 0 ? "granted" : "denied"}}).Increment();
-    int64_t late_ms = clock_->UnixMillis() - grant->claim_ms;
-    if (grant->granted > 0 && (late_ms > options_.lease.count() / 2 || closed_)) {
+    // The claim got its log time when it was appended, after it was sent:
+    // on the broker's clock it is now at most (read - sent) old, measured on
+    // one steady clock. Unknown when sent (longer ago than the hold): late.
+    bool late = !sent || read_at - *sent > options_.lease / 2;
+    if (grant->granted > 0 && (late || closed_)) {
       // Read back too late to be used safely within the hold (or closing):
       // given back unused at once.
       ReleaseLocked(key, Lease{grant->seq, grant->granted, 0, 0, {}, -1, 0});
     } else if (grant->granted > 0) {
-      leases_[key].push_back(Lease{grant->seq, grant->granted, 0, 0,
-                                   std::chrono::steady_clock::now() + options_.lease, -1, 0});
+      leases_[key].push_back(Lease{grant->seq, grant->granted, 0, 0, read_at + options_.lease, -1, 0});
     } else {
-      denied_until_ms_[key] = std::max(grant->retry_at_ms, clock_->UnixMillis() + 5);
+      denied_until_ms_[key] = std::max(grant->retry_at_ms, BrokerNowLocked() + 5);
     }
   }
   cv_.notify_all();
@@ -315,9 +396,16 @@ void SharedBudget::Tick() {
       }
     }
     CloseExpiredLocked();
+    auto now = clock_->Now();
+    // Own records not back within the hold never will be (or too late to
+    // matter: a grant then is given back).
+    for (auto it = sent_at_.begin(); it != sent_at_.end();) {
+      it = now - it->second > options_.hold ? sent_at_.erase(it) : std::next(it);
+    }
+    if (!closed_ && now - last_sent_ >= (broker_.anchored() ? kReanchorEvery : kProbeRetry)) ProbeLocked();
     // Callers waiting for a denied key ask again once it may be granted.
     for (auto& [key, n] : waiting_) {
-      if (n > 0 && follower_ && follower_->CaughtUp()) MaybeClaimLocked(key);
+      if (n > 0 && ReadyLocked()) MaybeClaimLocked(key);
     }
   }
 }
@@ -333,6 +421,9 @@ absl::Status SharedBudget::Health() const {
   if (!follower_) return absl::UnavailableError("not started");
   if (absl::Status h = follower_->Health(); !h.ok()) return h;
   if (!follower_->CaughtUp()) return absl::UnavailableError("reading " + options_.topic + " to its end");
+  if (!broker_.anchored()) {
+    return absl::UnavailableError("waiting for its probe on " + options_.topic + " (the broker's clock)");
+  }
   return absl::OkStatus();
 }
 

@@ -1,14 +1,19 @@
 // The shared budget: several instances on one budget log (the in-memory
 // broker) keep the ceilings together, a secondary limit one of them meets
 // pauses all, a vanished instance's claims leave the books after the hold,
-// and the ledger decides the same for everyone.
+// and the ledger decides the same for everyone; an instance whose host
+// clock is 5 s ahead of or behind the broker's does all of that alike, and
+// a log not stamped by the broker's clock is refused at start.
 #include "relay/dispatch/shared_budget.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
+#include "relay/kafka/testing/fake_admin.h"
 #include "relay/kafka/testing/fake_broker.h"
 #include "relay/kafka/testing/fake_consumer.h"
 #include "relay/kafka/testing/fake_producer.h"
@@ -23,8 +28,13 @@ using kafka::testing::FakeProducer;
 
 class SharedBudgetTest : public ::testing::Test {
  protected:
-  void SetUp() override { broker_.CreateTopic("dispatch.budget", 1); }
-  std::unique_ptr<SharedBudget> Instance(BudgetOptions b, std::chrono::milliseconds lease = 500ms) {
+  void SetUp() override {
+    broker_.CreateTopic("dispatch.budget", 1);
+    admin_.SetTopic("dispatch.budget", 1, 1 << 20);
+    admin_.SetConfig("dispatch.budget", "message.timestamp.type", "LogAppendTime");
+  }
+  absl::StatusOr<std::unique_ptr<SharedBudget>> Start(BudgetOptions b, std::chrono::milliseconds lease,
+                                                      const Clock* clock, kafka::Producer* producer) {
     SharedBudgetOptions o;
     o.budget = b;
     o.lease = lease;
@@ -32,28 +42,37 @@ class SharedBudgetTest : public ::testing::Test {
     auto followers = [this](kafka::FollowerOptions fo, kafka::FollowCallback cb) {
       return kafka::testing::NewFakeFollower(&broker_, std::move(fo), std::move(cb));
     };
-    auto s = SharedBudget::Start(o, &producer_, followers, &clock_, &registry_);
+    return SharedBudget::Start(o, producer, followers, admin_, clock, &registry_);
+  }
+  // An instance on the host clock `clock` (the broker's: clock_).
+  std::unique_ptr<SharedBudget> Instance(BudgetOptions b, std::chrono::milliseconds lease = 500ms,
+                                         const Clock* clock = nullptr) {
+    auto s = Start(b, lease, clock ? clock : &clock_, &producer_);
     EXPECT_TRUE(s.ok()) << s.status();
     EXPECT_TRUE(relay::testing::WaitFor([&] { return (*s)->Health().ok(); }, 5s));
     return std::move(*s);
   }
-  // Calls `budget` grants (and answers at once) within `for_how_long`.
+  // Calls `budget` grants (and answers at once) within `for_how_long`;
+  // with `at`, when each was granted.
   static int Granted(SharedBudget& budget, int64_t installation, bool write, std::chrono::milliseconds for_how_long,
-                     std::map<std::string, std::string> headers = {}) {
+                     std::map<std::string, std::string> headers = {},
+                     std::vector<std::chrono::steady_clock::time_point>* at = nullptr) {
     int n = 0;
     auto end = std::chrono::steady_clock::now() + for_how_long;
     while (std::chrono::steady_clock::now() < end) {
       if (!budget.Acquire(installation, write).has_value()) {
         ++n;
+        if (at) at->push_back(std::chrono::steady_clock::now());
         budget.Observe(installation, write, 204, headers, false);
       }
     }
     return n;
   }
 
-  SystemClock clock_;
-  FakeBroker broker_;
+  SystemClock clock_;  // the host's and the broker's, unless a test offsets the host's
+  FakeBroker broker_;  // stamps records with the system clock, as LogAppendTime does
   FakeProducer producer_{FakeProducer::Mode::kAuto, &broker_};
+  kafka::testing::FakeAdmin admin_;
   prometheus::Registry registry_;
 };
 
@@ -107,6 +126,130 @@ TEST_F(SharedBudgetTest, ThePrimaryLimitOneInstanceLearnedHoldsTheOthers) {
   EXPECT_EQ(Granted(*c, 7, false, 500ms), 0) << "GitHub said none are left until the reset";
   EXPECT_GT(Granted(*c, 8, false, 300ms), 0) << "another installation has its own";
   EXPECT_EQ(c->Remaining(7), 0);
+}
+
+TEST_F(SharedBudgetTest, ALogNotStampedByTheBrokersClockIsRefusedAtStart) {
+  admin_.SetConfig("dispatch.budget", "message.timestamp.type", "CreateTime");
+  auto s = Start(BudgetOptions{}, 500ms, &clock_, &producer_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(s.status())) << s.status();
+  EXPECT_THAT(std::string(s.status().message()), ::testing::HasSubstr("message.timestamp.type is CreateTime"));
+  EXPECT_TRUE(producer_.sent().empty()) << "it wrote to the log before refusing it";
+  admin_.RemoveTopic("dispatch.budget");
+  EXPECT_TRUE(absl::IsNotFound(Start(BudgetOptions{}, 500ms, &clock_, &producer_).status()));
+}
+
+// One instance's host clock is 5 s ahead of the broker's, or behind it.
+class SharedBudgetSkewTest : public SharedBudgetTest, public ::testing::WithParamInterface<int> {
+ protected:
+  OffsetClock skewed_{&clock_, std::chrono::milliseconds(GetParam())};
+};
+
+INSTANTIATE_TEST_SUITE_P(HostClock, SharedBudgetSkewTest, ::testing::Values(5000, -5000),
+                         [](const auto& p) { return p.param > 0 ? "Ahead5s" : "Behind5s"; });
+
+// No window of the ceiling holds more writes than it allows, and the
+// skewed instance writes its share: the grants it reads back in time are
+// not given back as late (ahead), nor are pauses longer for it (behind).
+TEST_P(SharedBudgetSkewTest, BothInstancesWriteAndNoWindowHoldsMoreThanTheCeiling) {
+  BudgetOptions b;
+  b.max_writes_per_window = 20;
+  b.window = 1s;
+  auto a = Instance(b), c = Instance(b, 500ms, &skewed_);
+  std::vector<std::chrono::steady_clock::time_point> at_a, at_c;
+  int na = 0, nc = 0;
+  std::thread ta([&] { na = Granted(*a, 1, true, 2500ms, {}, &at_a); });
+  std::thread tc([&] { nc = Granted(*c, 1, true, 2500ms, {}, &at_c); });
+  ta.join();
+  tc.join();
+  EXPECT_GT(na, 0);
+  EXPECT_GT(nc, 0) << "the instance whose clock is off got nothing";
+  EXPECT_GE(na + nc, 20) << "a whole window at least";
+  // A write counts from its claim's log time until a window after its
+  // release, and it is used in between: any window of use times holds at
+  // most the ceiling (less 2 ms: log times are whole milliseconds, so a
+  // window on the log may be up to 1 ms shorter than in real time).
+  std::vector<std::chrono::steady_clock::time_point> all = at_a;
+  all.insert(all.end(), at_c.begin(), at_c.end());
+  std::sort(all.begin(), all.end());
+  size_t most = 0;
+  std::chrono::nanoseconds span{};
+  for (size_t i = 0, j = 0; j < all.size(); ++j) {
+    while (all[j] - all[i] >= 1s - 2ms) ++i;
+    if (j - i + 1 > most) {
+      most = j - i + 1;
+      span = all[j] - all[i];
+    }
+  }
+  EXPECT_LE(most, 20u) << "writes within " << span.count() << " ns";
+}
+
+// A secondary limit the other instance met pauses the skewed one for as
+// long as it lasts on the broker's clock: not 5 s less, not 5 s more.
+TEST_P(SharedBudgetSkewTest, APauseHoldsTheSkewedInstanceAndEndsForItOnTime) {
+  BudgetOptions b;
+  auto a = Instance(b), c = Instance(b, 500ms, &skewed_);
+  ASSERT_FALSE(a->Acquire(1, true).has_value());
+  a->Observe(1, true, 429, {{"retry-after", "2"}}, true);
+  ASSERT_TRUE(relay::testing::WaitFor([&] { return c->Acquire(1, false).has_value(); }, 2s))
+      << "the skewed instance did not pause";
+  auto other = c->Acquire(3, true);
+  ASSERT_TRUE(other.has_value());
+  EXPECT_GE(*other - clock_.Now(), 1000ms) << "told to ask again before the pause ends";
+  EXPECT_LE(*other - clock_.Now(), 2100ms) << "told to wait past the pause";
+  std::this_thread::sleep_for(2100ms);
+  EXPECT_TRUE(relay::testing::WaitFor([&] { return !c->Acquire(3, true).has_value(); }, 1s)) << "the pause ends";
+}
+
+// A grant read back more than half a lease after its claim was sent is
+// given back unused, whatever the host's clock says (behind the broker,
+// the old arithmetic saw every grant as early).
+TEST_P(SharedBudgetSkewTest, AGrantReadBackLateIsGivenBackAndOneInTimeIsUsed) {
+  FakeProducer manual(FakeProducer::Mode::kManual, &broker_);
+  auto s = Start(BudgetOptions{}, 2s, &skewed_, &manual);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto& c = **s;
+  ASSERT_TRUE(manual.CompleteNext(absl::OkStatus())) << "no probe";
+  ASSERT_TRUE(relay::testing::WaitFor([&] { return c.Health().ok(); }, 5s)) << c.Health();
+  // The claim is not written for 1.2 s (a slow broker): read back late.
+  ASSERT_TRUE(c.Acquire(1, false).has_value());
+  ASSERT_EQ(manual.pending(), 1u);
+  std::this_thread::sleep_for(1200ms);
+  ASSERT_TRUE(manual.CompleteNext(absl::OkStatus()));
+  // At once, not when the 2 s lease ends unused.
+  ASSERT_TRUE(relay::testing::WaitFor([&] { return manual.pending() == 1; }, 800ms)) << "nothing given back";
+  v1::BudgetRecord back;
+  ASSERT_TRUE(back.ParseFromString(manual.sent().back().value));
+  ASSERT_TRUE(back.has_release());
+  EXPECT_EQ(back.release().used(), 0);
+  ASSERT_TRUE(manual.CompleteNext(absl::OkStatus()));
+  // Written at once: used.
+  std::optional<CallBudget::TimePoint> got = CallBudget::TimePoint{};
+  std::thread t([&] { got = c.Acquire(1, false); });
+  // EXPECT, not ASSERT: the thread is joined whatever happens (Acquire
+  // gives up after ~100 ms).
+  EXPECT_TRUE(relay::testing::WaitFor([&] { return manual.pending() == 1; }, 2s));
+  EXPECT_TRUE(manual.CompleteNext(absl::OkStatus()));
+  t.join();
+  EXPECT_FALSE(got.has_value()) << "a grant read back in time was not used";
+  c.Observe(1, false, 204, {}, false);
+  s->reset();  // its release has nowhere to go but pending
+}
+
+TEST(BrokerClockTest, OwnRecordsAnchorItOthersOnlyRaiseIt) {
+  BrokerClock b;
+  auto t0 = std::chrono::steady_clock::time_point(100s);
+  EXPECT_FALSE(b.anchored());
+  // Others' records read now say only that the broker is past their time.
+  b.Saw(1'000'000, t0, false);
+  EXPECT_EQ(b.EarliestMs(t0 + 2s), 1'002'000);
+  EXPECT_FALSE(b.anchored());
+  b.Saw(900'000, t0 + 2s, false);  // older, read later: says less
+  EXPECT_EQ(b.EarliestMs(t0 + 2s), 1'002'000);
+  // An own record sets it afresh, even lower (drift on a long quiet run).
+  b.Saw(1'001'500, t0 + 2s, true);
+  EXPECT_TRUE(b.anchored());
+  EXPECT_EQ(b.EarliestMs(t0 + 3s), 1'002'500);
 }
 
 // The rules on the log alone: the same records give the same grants, and a

@@ -28,6 +28,20 @@ class SystemClock final : public Clock {
   }
 };
 
+// Another clock with its wall clock moved by `offset` (its steady time
+// unchanged): a host whose clock is ahead or behind, in tests. `base` must
+// outlive it. Thread-safe if `base` is.
+class OffsetClock final : public Clock {
+ public:
+  OffsetClock(const Clock* base, std::chrono::milliseconds offset) : base_(base), offset_(offset) {}
+  std::chrono::steady_clock::time_point Now() const override { return base_->Now(); }
+  int64_t UnixMillis() const override { return base_->UnixMillis() + offset_.count(); }
+
+ private:
+  const Clock* base_;
+  std::chrono::milliseconds offset_;
+};
+
 // Thread-safe; starts at an arbitrary fixed point and moves only by Advance.
 class FakeClock final : public Clock {
  public:

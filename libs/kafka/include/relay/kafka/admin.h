@@ -39,6 +39,12 @@ absl::StatusOr<std::unique_ptr<Admin>> NewKafkaAdmin(const std::string& bootstra
 // and both numbers otherwise.
 absl::Status CheckTopicAccepts(const TopicDescription& topic, int64_t max_record_bytes);
 
+// OK when the broker stamps `topic`'s records with its own clock as it
+// appends them (message.timestamp.type=LogAppendTime), so every record's
+// timestamp is on one clock whoever wrote it. FailedPrecondition naming the
+// setting and its value otherwise (CreateTime: each producer's own clock).
+absl::Status CheckLogAppendTime(const TopicDescription& topic);
+
 // Bytes a record batch adds around one record (batch header, record
 // framing): what max.message.bytes must allow beyond the record itself.
 inline constexpr int64_t kRecordBatchOverhead = 512;

@@ -24,8 +24,21 @@
 // A granted call not made within `lease` is given back. An instance that
 // vanishes (SIGKILL) never releases: its claims count as made until `hold`
 // after them (lease + the longest call + a margin), then leave the books.
-// A grant seen later than half a lease after its claim is given back
-// unused rather than used late.
+// A grant read back later than half a lease after its claim was sent is
+// given back unused rather than used late.
+//
+// One clock: every time compared is on the broker's (the records' log
+// times; Start refuses a topic whose timestamps are not LogAppendTime, as
+// CreateTime would be each writer's own clock). "Now" on it is estimated
+// from this instance's steady clock and its own records' log times
+// (BrokerClock); the host's wall clock is never read, so a host ahead of
+// or behind the broker gets and keeps its share, and pauses end for it
+// when they end on the broker. Only intervals this instance measures alone
+// (a lease, a claim's round trip) are steady-clock intervals. Why broker
+// time and not steady intervals alone: a pause or a denial is a point in
+// log time, and waiting for it locally needs how long ago, on the broker,
+// that was. The late-grant check needs no estimate: a claim is stamped
+// after it was sent, so its grant is at most (read - sent) old.
 //
 // The cost is a Kafka round trip (append, then read back) per claim; claims
 // are sized to the callers waiting (up to max_claim), so a busy instance
@@ -49,6 +62,7 @@
 #include "prometheus/registry.h"
 #include "relay/base/clock.h"
 #include "relay/dispatch/budget.h"
+#include "relay/kafka/admin.h"
 #include "relay/kafka/follower.h"
 #include "relay/kafka/producer.h"
 #include "relay/v1/dispatch.pb.h"
@@ -69,6 +83,31 @@ class LogClock final : public Clock {
 
  private:
   std::atomic<int64_t> ms_{0};
+};
+
+// "Now" on the broker's clock, from the local steady clock. A record read
+// at steady time `read` got its log time when it was appended, at or before
+// `read`: so the broker's now >= log time + (steady now - read), a lower
+// bound, as close as the record was fresh when read. This instance's own
+// records are (it sent them moments before), so each one read back sets
+// the bound afresh (the two clocks' drift never adds up past the last
+// one); others' records only raise it. Until an own record is back, the
+// bound may be far behind (a quiet log read from its start): anchored().
+// Not thread-safe.
+class BrokerClock {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+  // A record with log time `log_ms` read at `read`; `own`: this instance
+  // sent it (and knows when).
+  void Saw(int64_t log_ms, TimePoint read, bool own);
+  bool anchored() const { return anchored_; }
+  // The earliest the broker's clock can read at steady time `now` (ms).
+  int64_t EarliestMs(TimePoint now) const;
+
+ private:
+  bool anchored_ = false;
+  int64_t offset_ms_ = 0;  // broker ms - steady ms, at least (once anything was seen)
+  bool seen_ = false;
 };
 
 // The rules applied to the budget log: pure, deterministic in the records
@@ -123,11 +162,15 @@ struct SharedBudgetOptions {
 
 class SharedBudget final : public CallBudget {
  public:
-  // Starts following the budget log (from its start); Acquire grants
-  // nothing until the log is read to its end.
+  // Checks through `admin` that the topic's records carry the broker's
+  // clock (LogAppendTime; FailedPrecondition with the reason otherwise),
+  // then starts following the budget log (from its start) and sends a
+  // probe. Acquire grants nothing until the log is read to its end and an
+  // own record (the probe) is back. Only steady time is read from `clock`.
   static absl::StatusOr<std::unique_ptr<SharedBudget>> Start(SharedBudgetOptions options, kafka::Producer* producer,
                                                             const kafka::FollowerFactory& followers,
-                                                            const Clock* clock, prometheus::Registry* metrics);
+                                                            kafka::Admin& admin, const Clock* clock,
+                                                            prometheus::Registry* metrics);
   ~SharedBudget() override;
 
   // Grants from the local leases; waits up to ~100 ms for a claim's grant,
@@ -138,7 +181,8 @@ class SharedBudget final : public CallBudget {
   int64_t Remaining(int64_t installation) const override;
   int64_t WritesLeftInWindow() const override;
 
-  // OK once the log is read to its end and followed (for /readyz).
+  // OK once the log is read to its end and followed, and the broker's
+  // clock is known (an own record read back) (for /readyz).
   absl::Status Health() const;
   // Gives back every lease whose calls ended (call once no call is in
   // progress: on drain, after the scheduler stopped).
@@ -162,6 +206,11 @@ class SharedBudget final : public CallBudget {
   void CloseExpiredLocked();
   void ReleaseLocked(const Key& key, const Lease& lease);
   void Send(v1::BudgetRecord record);
+  void ProbeLocked();
+  // The earliest the broker's clock can read now (ms): the ledger's latest
+  // log time at least.
+  int64_t BrokerNowLocked() const;
+  bool ReadyLocked() const { return follower_ && follower_->CaughtUp() && broker_.anchored(); }
 
   SharedBudgetOptions options_;
   kafka::Producer* producer_;
@@ -177,7 +226,10 @@ class SharedBudget final : public CallBudget {
   std::map<Key, int64_t> claiming_;       // calls asked for in claims not yet seen back
   std::map<int64_t, std::pair<Key, int64_t>> pending_;  // claim seq -> (key, count)
   std::map<Key, int64_t> denied_until_ms_;  // a claim got nothing: the next not before (log time)
-  int64_t local_pause_until_ms_ = 0;      // a secondary limit this instance saw, before its record is back
+  int64_t local_pause_until_ms_ = 0;      // a secondary limit this instance saw, before its record is back (log time)
+  BrokerClock broker_;
+  std::map<int64_t, std::chrono::steady_clock::time_point> sent_at_;  // own records not read back yet (seq)
+  std::chrono::steady_clock::time_point last_sent_{};  // the last own record (a probe follows a quiet spell)
   int64_t seq_ = 0;
   bool closed_ = false;
   bool stop_ = false;

@@ -15,6 +15,11 @@ class FakeAdmin final : public Admin {
     std::lock_guard lock(mu_);
     topics_[name] = TopicDescription{name, partitions, 1, {{"max.message.bytes", std::to_string(max_message_bytes)}}};
   }
+  // Sets one config of a topic SetTopic described.
+  void SetConfig(const std::string& name, const std::string& key, const std::string& value) {
+    std::lock_guard lock(mu_);
+    topics_[name].configs[key] = value;
+  }
   void RemoveTopic(const std::string& name) {
     std::lock_guard lock(mu_);
     topics_.erase(name);
