@@ -407,8 +407,14 @@ TEST_F(DispatchIT, ARedeliveryReconcilerKilledBetweenRecordAndPostEndsWithEveryD
                                             {"RELAY_GITHUB_RETRY_DEADLINE", "3s"},
                                             {"RELAY_DISPATCH_REDELIVERY_UNSENT_MARGIN", "5s"},
                                             {"RELAY_KAFKA_SESSION_TIMEOUT", "6s"}};
+  // Its own budget log: its ceiling of one write an hour is not the next
+  // instance's, and instances sharing a log must share the rules.
+  std::string budget = "it.budget." + Unique();
+  ASSERT_EQ(testing::CreateTopic(testing::FixtureBootstrap(), budget, 1, {{"message.timestamp.type", "LogAppendTime"}}),
+            "");
   auto held = env;
   held["RELAY_GITHUB_MAX_WRITES_PER_HOUR"] = "1";
+  held["RELAY_GITHUB_BUDGET_TOPIC"] = budget;
   ASSERT_NE(stack.StartDispatch(1, held), 0) << stack.Log(1);
   auto log = [&](v1::RedeliveryRecord::KindCase kind) {
     std::string error;

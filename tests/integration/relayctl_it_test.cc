@@ -428,7 +428,7 @@ TEST_F(RelayctlIT, RedeliveriesRunWaitSaysWhenTheAskedWindowWasNotCovered) {
   std::promise<absl::Status> acked;
   producer->Send(kafka::MessageRecord(topic, "checkpoint", cp), [&](absl::Status s) { acked.set_value(s); });
   ASSERT_TRUE(acked.get_future().get().ok());
-  CtlRun r = Relayctl("--json redeliveries run --since -6h --wait --timeout 3s --topic " + topic);
+  CtlRun r = Relayctl("--json redeliveries run --since -6h --wait --wait-for 3s --topic " + topic);
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   EXPECT_THAT(r.err, HasSubstr("was not covered within 3s"));
   EXPECT_THAT(r.err, HasSubstr("without serving this request"));
@@ -436,7 +436,7 @@ TEST_F(RelayctlIT, RedeliveriesRunWaitSaysWhenTheAskedWindowWasNotCovered) {
   auto out = json::parse(r.out, ec);
   ASSERT_FALSE(ec) << r.out;
   EXPECT_FALSE(out.at("covered").as_bool());
-  CtlRun bad = Relayctl("redeliveries run --wait --timeout soon --topic " + topic);
+  CtlRun bad = Relayctl("redeliveries run --wait --wait-for soon --topic " + topic);
   EXPECT_EQ(bad.code, 2) << bad.err;
 }
 

@@ -151,8 +151,8 @@ int Run(const Context& ctx, const std::string& topic, const Flags& flags) {
     since = *t;
   }
   absl::Duration timeout = absl::Minutes(5);
-  if (flags.Has("timeout") && (!absl::ParseDuration(flags.Get("timeout"), &timeout) || timeout <= absl::ZeroDuration())) {
-    return Fail(kBadInput, "--timeout must be a positive duration (30s, 5m)");
+  if (flags.Has("wait-for") && (!absl::ParseDuration(flags.Get("wait-for"), &timeout) || timeout <= absl::ZeroDuration())) {
+    return Fail(kBadInput, "--wait-for must be a positive duration (30s, 5m)");
   }
   auto before = ReadState(ctx, topic);
   if (!before.ok()) return FailStatus(before.status());
@@ -223,7 +223,7 @@ int Run(const Context& ctx, const std::string& topic, const Flags& flags) {
 }  // namespace
 
 int Redeliveries(const Context& ctx, const std::vector<std::string>& args) {
-  auto flags = Flags::Parse(args, {"since", "topic", "limit", "timeout"}, {"wait"});
+  auto flags = Flags::Parse(args, {"since", "topic", "limit", "wait-for"}, {"wait"});
   if (!flags.ok()) return Fail(kBadInput, std::string(flags.status().message()));
   std::string topic = flags->Get("topic", "github.redeliveries");
   const auto& pos = flags->positional();
@@ -233,7 +233,7 @@ int Redeliveries(const Context& ctx, const std::vector<std::string>& args) {
     return Show(ctx, topic, limit);
   }
   if (pos.size() == 1 && pos[0] == "run") return Run(ctx, topic, *flags);
-  return Fail(kBadInput, "usage: relayctl redeliveries [--limit N] | relayctl redeliveries run [--since T] [--wait [--timeout D]]");
+  return Fail(kBadInput, "usage: relayctl redeliveries [--limit N] | relayctl redeliveries run [--since T] [--wait [--wait-for D]]");
 }
 
 }  // namespace relay::relayctl
