@@ -1,7 +1,8 @@
 // relay-dispatch under faults, on the real Kafka broker against the fake
 // GitHub: killed mid fan-out and restarted, an instance killed and its
 // partitions taken over, rebalances during an outage, a replay from the
-// start, several instances on one budget, an App reinstalled mid-run.
+// start, several instances on one budget, an App reinstalled mid-run, the
+// redelivery reconciler killed between its records and their POSTs.
 // The stack and fixture: dispatch_it_support.h.
 #include "dispatch_it_support.h"
 
@@ -371,6 +372,95 @@ TEST_F(DispatchIT, AReinstalledAppRecoversAtOnceAndOnlyAnUninstalledRepoIsDeadLe
   auto stats = stack.Fake("GET", "/_fake/stats");
   std::cout << "401s answered: " << stats.at("unauthorized").as_int64() << std::endl;
   EXPECT_LE(stats.at("unauthorized").as_int64(), 2 * 10);
+}
+
+// Issue 27, item 6: the redelivery reconciler killed between its
+// `requested` records and their POSTs (its hourly write ceiling of 1 holds
+// every POST back). Eight of the failed deliveries are an hour old, one is
+// new: the killed instance's checkpoint lies past the eight. The instance
+// started in its place asks GitHub for every one of them exactly once, by
+// its periodic scans alone (no relayctl), once their copies' deadline plus
+// the margin has passed; later scans ask nothing more.
+TEST_F(DispatchIT, ARedeliveryReconcilerKilledBetweenRecordAndPostEndsWithEveryDueGuidAskedForOnce) {
+  DispatchStack stack("redeliver-kill");
+  stack.SetAllowlist("L2: [it-org/ok]\n");
+  // Redelivered attempts go nowhere (nothing listens on port 9): only the POSTs count here.
+  stack.Fake("POST", "/_fake/config", R"({"deliver_to":"http://127.0.0.1:9/github/webhook","webhook_secret":"x"})");
+  std::string topic = "it.redeliveries." + Unique();
+  ASSERT_EQ(testing::CreateTopic(testing::FixtureBootstrap(), topic, 1), "");
+  std::string run = "redeliver-kill-" + Unique() + "-";
+  std::map<int64_t, std::string> due;  // the first attempt's id -> guid
+  auto deliver = [&](const std::string& guid, int64_t at_ms) {
+    json::value d = stack.Fake("POST", "/_fake/deliver",
+                               json::serialize(json::object{{"event", "push"}, {"body", "{}"}, {"guid", guid},
+                                                            {"mode", "fail"}, {"delivered_at_ms", at_ms}}));
+    ASSERT_TRUE(d.is_object() && d.as_object().contains("id")) << json::serialize(d);
+    due[d.at("id").as_int64()] = guid;
+  };
+  int64_t hour_ago = NowMs() - 3'600'000;
+  for (int i = 0; i < 8; ++i) deliver(run + "old-" + std::to_string(i), hour_ago + i * 1000);
+  deliver(run + "new", 0);
+  std::map<std::string, std::string> env = {{"RELAY_DISPATCH_REDELIVERIES_TOPIC", topic},
+                                            {"RELAY_DISPATCH_REDELIVERY_GROUP_ID", "it-redeliveries-" + Unique()},
+                                            {"RELAY_DISPATCH_REDELIVERY_INTERVAL", "2s"},
+                                            {"RELAY_DISPATCH_REDELIVERY_GRACE", "1s"},
+                                            {"RELAY_GITHUB_RETRY_DEADLINE", "3s"},
+                                            {"RELAY_DISPATCH_REDELIVERY_UNSENT_MARGIN", "5s"},
+                                            {"RELAY_KAFKA_SESSION_TIMEOUT", "6s"}};
+  // Its own budget log: its ceiling of one write an hour is not the next
+  // instance's, and instances sharing a log must share the rules.
+  std::string budget = "it.budget." + Unique();
+  ASSERT_EQ(testing::CreateTopic(testing::FixtureBootstrap(), budget, 1, {{"message.timestamp.type", "LogAppendTime"}}),
+            "");
+  auto held = env;
+  held["RELAY_GITHUB_MAX_WRITES_PER_HOUR"] = "1";
+  held["RELAY_GITHUB_BUDGET_TOPIC"] = budget;
+  ASSERT_NE(stack.StartDispatch(1, held), 0) << stack.Log(1);
+  auto log = [&](v1::RedeliveryRecord::KindCase kind) {
+    std::string error;
+    std::vector<v1::RedeliveryRecord> out;
+    for (const auto& r : testing::ReadTopic(testing::FixtureBootstrap(), topic, 30s, &error)) {
+      v1::RedeliveryRecord rec;
+      if (rec.ParseFromString(r.value) && rec.kind_case() == kind) out.push_back(rec);
+    }
+    EXPECT_TRUE(error.empty()) << error;
+    return out;
+  };
+  auto posts = [&] {
+    std::map<int64_t, int> out;  // attempt id -> POSTs
+    json::value calls = stack.Fake("GET", "/_fake/calls?brief=1");
+    for (const auto& c : calls.as_array()) {
+      const auto& o = c.as_object();
+      if (o.at("endpoint").as_string() != "POST /app/hook/deliveries/{delivery_id}/attempts") continue;
+      std::string path(o.at("path").as_string());
+      ++out[std::stoll(path.substr(std::string("/app/hook/deliveries/").size()))];
+    }
+    return out;
+  };
+  // Recorded, not sent: then the kill.
+  ASSERT_TRUE(relay::testing::WaitFor([&] { return log(v1::RedeliveryRecord::kRequested).size() >= due.size(); }, 60s))
+      << stack.Log(1);
+  auto checkpoints = log(v1::RedeliveryRecord::kCheckpoint);
+  ASSERT_FALSE(checkpoints.empty());
+  EXPECT_GT(checkpoints.back().checkpoint().resume_from_unix_ms(), hour_ago + 3'600'000 - 60'000)
+      << "the killed instance's checkpoint lies past the hour-old guids";
+  size_t sent_before = posts().size();
+  EXPECT_LE(sent_before, 1u) << "the ceiling of 1 an hour let more through";
+  stack.dispatch(1).Signal(SIGKILL);
+  stack.dispatch(1).Wait(10s);
+
+  uint16_t port = stack.StartDispatch(2, env);
+  ASSERT_NE(port, 0) << stack.Log(2);
+  ASSERT_TRUE(relay::testing::WaitFor([&] { return posts().size() >= due.size(); }, 120s))
+      << posts().size() << " of " << due.size() << " asked for\n" << stack.Log(2);
+  std::this_thread::sleep_for(8s);  // several more periodic scans
+  std::map<int64_t, int> asked = posts();
+  for (const auto& [id, guid] : due) {
+    EXPECT_EQ(asked[id], 1) << guid << " (delivery " << id << ")";
+  }
+  EXPECT_EQ(asked.size(), due.size()) << "a POST for something that was not due";
+  EXPECT_TRUE(log(v1::RedeliveryRecord::kScan).empty()) << "no operator action";
+  EXPECT_GE(Metric(port, "relay_redelivery_asked_again_total"), static_cast<double>(due.size() - sent_before));
 }
 
 }  // namespace

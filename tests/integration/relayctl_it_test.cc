@@ -360,6 +360,7 @@ TEST_F(RelayctlIT, TheReconcilerRedeliversExactlyTheFailedAndUnrecordedGuidsOnce
   CtlRun scan = Relayctl("--json redeliveries run --since -1h --wait --topic " + topic);
   ASSERT_EQ(scan.code, 0) << scan.err << stack.Log(1);
   auto cp = json::parse(scan.out);
+  EXPECT_TRUE(cp.at("covered").as_bool()) << scan.out;
   EXPECT_EQ(cp.at("requested").as_int64(), 5) << scan.out;
   EXPECT_EQ(cp.at("failed").as_int64(), 3) << scan.out;
   EXPECT_EQ(cp.at("not_recorded").as_int64(), 2) << scan.out;
@@ -408,6 +409,35 @@ TEST_F(RelayctlIT, TheReconcilerRedeliversExactlyTheFailedAndUnrecordedGuidsOnce
   EXPECT_THAT(m, HasSubstr("relay_redelivery_requests_total{reason=\"failed\"} 3"));
   EXPECT_THAT(m, HasSubstr("relay_redelivery_results_total{result=\"accepted\"} 5"));
   EXPECT_THAT(m, HasSubstr("relay_redelivery_owner 1"));
+}
+
+// relayctl redeliveries run --wait takes only a listing that served its
+// request for an answer: a checkpoint newer than the request that did not
+// (a periodic listing back to its checkpoint, after the asked one failed)
+// leaves the asked window uncovered, and relayctl says so and exits 1
+// (before: it took any newer checkpoint and exited 0).
+TEST_F(RelayctlIT, RedeliveriesRunWaitSaysWhenTheAskedWindowWasNotCovered) {
+  std::string topic = "it.redeliveries." + Unique();
+  ASSERT_EQ(testing::CreateTopic(testing::FixtureBootstrap(), topic, 1), "");
+  v1::RedeliveryRecord cp;
+  cp.mutable_checkpoint()->set_scanned_at_unix_ms(NowMs() + 60'000);
+  cp.mutable_checkpoint()->set_listed_since_unix_ms(NowMs() - 3'600'000);
+  kafka::ProducerOptions po;
+  po.bootstrap = testing::FixtureBootstrap();
+  auto producer = std::move(*kafka::NewKafkaProducer(po, nullptr));
+  std::promise<absl::Status> acked;
+  producer->Send(kafka::MessageRecord(topic, "checkpoint", cp), [&](absl::Status s) { acked.set_value(s); });
+  ASSERT_TRUE(acked.get_future().get().ok());
+  CtlRun r = Relayctl("--json redeliveries run --since -6h --wait --wait-for 3s --topic " + topic);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("was not covered within 3s"));
+  EXPECT_THAT(r.err, HasSubstr("without serving this request"));
+  boost::system::error_code ec;
+  auto out = json::parse(r.out, ec);
+  ASSERT_FALSE(ec) << r.out;
+  EXPECT_FALSE(out.at("covered").as_bool());
+  CtlRun bad = Relayctl("redeliveries run --wait --wait-for soon --topic " + topic);
+  EXPECT_EQ(bad.code, 2) << bad.err;
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include "fake_github.h"
+#include "faults.h"
 #include "hook_deliveries.h"
 
 #include <algorithm>
@@ -9,7 +10,6 @@
 #include <mutex>
 #include <queue>
 #include <random>
-#include <regex>
 #include <set>
 #include <thread>
 #include <vector>
@@ -75,16 +75,6 @@ json::array Page(const json::array& all, const std::string& target) {
 bool IsWrite(bhttp::verb m) {
   return m == bhttp::verb::post || m == bhttp::verb::patch || m == bhttp::verb::put || m == bhttp::verb::delete_;
 }
-
-struct Fault {
-  std::string method;  // "" = any
-  std::regex path;
-  std::string path_text;
-  unsigned status = 500;
-  int count = 1;        // answers left; -1 = forever
-  int retry_after = -1;  // seconds, -1 = no header
-  std::string body;
-};
 
 struct Installation {
   int64_t id = 0;
@@ -247,23 +237,9 @@ class FakeImpl final : public FakeGitHub {
   void AddFault(const http::Request& r, http::Responder& s) {
     json::value v;
     const json::object* o = ParseObject(r.body(), &v);
-    if (!o || !o->if_contains("path") || !o->if_contains("status")) {
-      return s.Send(Message(400, "a fault needs path (regex) and status"));
-    }
-    Fault f;
-    f.path_text = std::string(o->at("path").as_string());
-    try {
-      f.path = std::regex(f.path_text);
-    } catch (const std::regex_error& e) {
-      return s.Send(Message(400, std::string("bad path regex: ") + e.what()));
-    }
-    f.status = static_cast<unsigned>(o->at("status").to_number<int64_t>());
-    if (auto* x = o->if_contains("method")) f.method = std::string(x->as_string());
-    if (auto* x = o->if_contains("count")) f.count = static_cast<int>(x->to_number<int64_t>());
-    if (auto* x = o->if_contains("retry_after")) f.retry_after = static_cast<int>(x->to_number<int64_t>());
-    if (auto* x = o->if_contains("message")) f.body = std::string(x->as_string());
     std::lock_guard lock(mu_);
-    faults_.push_back(std::move(f));
+    absl::Status added = o ? faults_.Add(*o) : absl::InvalidArgumentError("a fault needs path (regex) and status");
+    if (!added.ok()) return s.Send(Message(400, std::string(added.message())));
     s.Send(Json(201, json::object{{"faults", faults_.size()}}));
   }
 
@@ -333,6 +309,19 @@ class FakeImpl final : public FakeGitHub {
     std::string body;  // writes only
   };
 
+  // Under mu_: an injected fault's answer for this call, if one matches.
+  std::optional<http::Response> Faulted(const Call& call) {
+    auto f = faults_.Take(call.method, call.path);
+    if (!f) return std::nullopt;
+    auto res = Message(f->status, f->message.empty() ? "injected fault" : f->message);
+    if (f->retry_after >= 0) {
+      res.set(bhttp::field::retry_after, std::to_string(f->retry_after));
+      retry_after_until_ = std::max(retry_after_until_, Clock::now() + std::chrono::seconds(f->retry_after));
+      ++retry_after_answers_;
+    }
+    return res;
+  }
+
   // --- the App's webhook deliveries (hook_deliveries.h) ----------------------
 
   // Under mu_ (HookDeliveries locks its own).
@@ -340,6 +329,7 @@ class FakeImpl final : public FakeGitHub {
                                  const std::string& bearer) {
     if (seg.size() == 3 && r.method() == bhttp::verb::get) {
       call->endpoint = "GET /app/hook/deliveries";
+      if (auto res = Faulted(*call)) return *res;
       if (auto err = CheckAppJwt(bearer)) return *err;
       std::string target(r.target());
       int per_page = std::atoi(Query(target, "per_page").c_str());
@@ -354,6 +344,7 @@ class FakeImpl final : public FakeGitHub {
     }
     if (seg.size() == 5 && seg[4] == "attempts" && r.method() == bhttp::verb::post) {
       call->endpoint = "POST /app/hook/deliveries/{delivery_id}/attempts";
+      if (auto res = Faulted(*call)) return *res;
       if (auto err = CheckAppJwt(bearer)) return *err;
       int64_t id = std::atoll(seg[3].c_str());
       if (!hooks_.Redeliver(id)) return Message(404, "Not Found");
@@ -475,17 +466,9 @@ class FakeImpl final : public FakeGitHub {
       hour_times_.push_back(now);
     }
     // Injected faults.
-    for (auto it = faults_.begin(); it != faults_.end(); ++it) {
-      if ((!it->method.empty() && it->method != call->method) || !std::regex_search(call->path, it->path)) continue;
-      auto res = Message(it->status, it->body.empty() ? "injected fault" : it->body);
-      if (it->retry_after >= 0) {
-        res.set(bhttp::field::retry_after, std::to_string(it->retry_after));
-        retry_after_until_ = std::max(retry_after_until_, Clock::now() + std::chrono::seconds(it->retry_after));
-        ++retry_after_answers_;
-      }
-      RateHeaders(res, inst);
-      if (it->count > 0 && --it->count == 0) faults_.erase(it);
-      return res;
+    if (auto res = Faulted(*call)) {
+      RateHeaders(*res, inst);
+      return *res;
     }
     auto res = Handle(r, seg, call);
     RateHeaders(res, inst);
@@ -774,7 +757,7 @@ class FakeImpl final : public FakeGitHub {
   int64_t content_window_ms_ = 60'000;
   std::set<std::string> not_installed_;
   std::set<int64_t> running_runs_;
-  std::vector<Fault> faults_;
+  Faults faults_;
   std::map<std::string, Installation> installations_;
   std::map<std::string, std::pair<int64_t, int64_t>> tokens_;  // token -> (installation, expires unix)
   std::deque<Clock::time_point> content_times_;

@@ -41,7 +41,8 @@ void HookDeliveries::Configure(std::string url, std::string secret) {
 }
 
 absl::StatusOr<json::object> HookDeliveries::Deliver(const std::string& event, const std::string& body,
-                                                     const std::string& guid, const std::string& mode) {
+                                                     const std::string& guid, const std::string& mode,
+                                                     int64_t delivered_at_ms) {
   if (mode != "ok" && mode != "fail" && mode != "unreachable" && mode != "lost") {
     return absl::InvalidArgumentError("mode must be ok, fail, unreachable or lost");
   }
@@ -59,7 +60,7 @@ absl::StatusOr<json::object> HookDeliveries::Deliver(const std::string& event, c
   std::lock_guard lock(mu_);
   if (mode == "ok" && url_.empty()) return absl::FailedPreconditionError("no intake configured (--deliver-to)");
   a.id = next_id_++;
-  a.delivered_at_ms = NowMs();
+  a.delivered_at_ms = delivered_at_ms > 0 ? delivered_at_ms : NowMs();
   if (mode == "fail") {
     a.status_code = 503;
     a.status = "Invalid HTTP Response: 503";
@@ -90,8 +91,9 @@ absl::StatusOr<json::object> HookDeliveries::DeliverRequest(const std::string& r
   }
   const json::value& b = o->at("body");
   std::string body = b.is_string() ? std::string(b.as_string()) : json::serialize(b);
+  const json::value* at = o->if_contains("delivered_at_ms");
   return Deliver(std::string(*text("event")), body, std::string(*text("guid")),
-                 text("mode") ? std::string(*text("mode")) : "ok");
+                 text("mode") ? std::string(*text("mode")) : "ok", at && at->is_int64() ? at->as_int64() : 0);
 }
 
 std::pair<json::array, std::string> HookDeliveries::List(int per_page, const std::string& cursor) const {

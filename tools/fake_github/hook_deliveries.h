@@ -34,10 +34,12 @@ class HookDeliveries {
   // Where webhooks go (intake's /github/webhook URL) and the secret they are signed with.
   void Configure(std::string url, std::string secret);
   // Delivers a webhook now (mode as above); returns the delivery as listed.
+  // `delivered_at_ms` > 0 dates the attempt in the past (a backlog: tests).
   absl::StatusOr<boost::json::object> Deliver(const std::string& event, const std::string& body,
-                                              const std::string& guid, const std::string& mode);
+                                              const std::string& guid, const std::string& mode,
+                                              int64_t delivered_at_ms = 0);
   // The same from POST /_fake/deliver's body: {event, body (text or
-  // object), guid, mode (default ok)}.
+  // object), guid, mode (default ok), delivered_at_ms (default now)}.
   absl::StatusOr<boost::json::object> DeliverRequest(const std::string& request_body);
   // One page, newest first, and the cursor of the next page (empty: none).
   std::pair<boost::json::array, std::string> List(int per_page, const std::string& cursor) const;

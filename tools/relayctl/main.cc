@@ -51,8 +51,9 @@ commands:
                                once (a redriven record that fails again needs --again)
   redeliveries [--limit N]     the GitHub redelivery reconciler (relay-dispatch): its last scan and
                                checkpoint, the guids it asked GitHub to deliver again, the answers
-  redeliveries run [--since T] [--wait]
-                               ask it to scan the App's deliveries now (default: the last 3 days)
+  redeliveries run [--since T] [--wait [--wait-for D]]
+                               ask it to scan the App's deliveries now (default: the last 3 days);
+                               --wait until a listing covered that window (default 5m; exit 1 if not)
   clusters COMMAND ...         relay-lifecycle's API (create, get, list, delete, scale, submit,
                                job, jobs, cancel, watch, wait, wait-job): `relayctl clusters help`
 

@@ -3,9 +3,12 @@
 // deliver again and the answers), and `run`: ask it to scan now.
 #include <future>
 #include <iostream>
+#include <optional>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "relay/kafka/producer.h"
 #include "relay/kafka/reader.h"
 #include "relay/v1/github.pb.h"
@@ -60,7 +63,11 @@ json::object CheckpointJson(const v1::RedeliveryCheckpoint& c) {
           {"not_recorded", c.not_recorded()},
           {"requested", c.requested()},
           {"requested_before", c.requested_before()},
-          {"pages", c.pages()}};
+          {"asked_again", c.asked_again()},
+          {"pages", c.pages()},
+          {"rounds", c.rounds()},
+          {"pages_failed", c.resumed()},
+          {"served_scan_end", c.served_scan_end()}};
 }
 
 int Show(const Context& ctx, const std::string& topic, int limit) {
@@ -127,6 +134,14 @@ int Show(const Context& ctx, const std::string& topic, int limit) {
   return kOk;
 }
 
+// One line for a checkpoint: what its listing covered.
+std::string CheckpointLine(const v1::RedeliveryCheckpoint& c) {
+  return absl::StrCat("scanned: ", c.attempts(), " attempts of ", c.guids(), " guids since ",
+                      FormatTime(c.listed_since_unix_ms()), "; ", c.failed(), " failed, ", c.not_recorded(),
+                      " never recorded, ", c.requested(), " redeliveries requested (", c.asked_again(),
+                      " asked again: recorded before, never sent), ", c.requested_before(), " requested before");
+}
+
 int Run(const Context& ctx, const std::string& topic, const Flags& flags) {
   int64_t since = NowMs() - 72LL * 3'600'000;
   if (flags.Has("since")) {
@@ -134,6 +149,10 @@ int Run(const Context& ctx, const std::string& topic, const Flags& flags) {
     if (!t.ok()) return FailStatus(t.status());
     if (*t > NowMs()) return Fail(kBadInput, "--since is in the future");
     since = *t;
+  }
+  absl::Duration timeout = absl::Minutes(5);
+  if (flags.Has("wait-for") && (!absl::ParseDuration(flags.Get("wait-for"), &timeout) || timeout <= absl::ZeroDuration())) {
+    return Fail(kBadInput, "--wait-for must be a positive duration (30s, 5m)");
   }
   auto before = ReadState(ctx, topic);
   if (!before.ok()) return FailStatus(before.status());
@@ -148,41 +167,63 @@ int Run(const Context& ctx, const std::string& topic, const Flags& flags) {
   po.client_id = "relayctl";
   auto producer = kafka::NewKafkaProducer(po, nullptr);
   if (!producer.ok()) return FailStatus(producer.status());
-  std::promise<absl::Status> acked;
+  std::promise<std::pair<absl::Status, int64_t>> acked;
   auto f = acked.get_future();
-  (*producer)->Send(kafka::MessageRecord(topic, "scan", rec), [&acked](absl::Status s) { acked.set_value(std::move(s)); });
-  if (auto s = f.get(); !s.ok()) return Fail(kFailed, "the scan request was not written: " + std::string(s.message()));
+  (*producer)->SendReported(kafka::MessageRecord(topic, "scan", rec), [&acked](absl::Status s, int64_t offset) {
+    acked.set_value({std::move(s), offset});
+  });
+  auto [sent, offset] = f.get();
+  if (!sent.ok()) return Fail(kFailed, "the scan request was not written: " + std::string(sent.message()));
   if (!flags.Has("wait")) {
-    if (ctx.json) PrintJson(json::object{{"asked", true}, {"since", FormatTime(since)}});
+    if (ctx.json) PrintJson(json::object{{"asked", true}, {"since", FormatTime(since)}, {"offset", offset}});
     else std::cout << "asked relay-dispatch to scan deliveries since " << FormatTime(since) << "\n";
     return kOk;
   }
-  // Until a checkpoint newer than the request lands.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  if (offset < 0) return Fail(kFailed, "the broker did not say where the scan request went: cannot wait for it");
+  // Until a checkpoint says a complete listing served this request (it
+  // listed back to its since). A newer checkpoint that did not (a listing
+  // under way when the request came) is not enough.
+  auto deadline = std::chrono::steady_clock::now() + absl::ToChronoMilliseconds(timeout);
+  std::optional<v1::RedeliveryCheckpoint> last;
   while (std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     auto st = ReadState(ctx, topic);
     if (!st.ok()) return FailStatus(st.status());
-    if (st->checkpoint && st->checkpoint->scanned_at_unix_ms() >= at) {
-      if (ctx.json) {
-        PrintJson(CheckpointJson(*st->checkpoint));
-      } else {
-        const auto& c = *st->checkpoint;
-        std::cout << "scanned: " << c.attempts() << " attempts of " << c.guids() << " guids since "
-                  << FormatTime(c.listed_since_unix_ms()) << "; " << c.failed() << " failed, " << c.not_recorded()
-                  << " never recorded, " << c.requested() << " redeliveries requested, " << c.requested_before()
-                  << " requested before\n";
-      }
-      return kOk;
+    if (!st->checkpoint) continue;
+    last = st->checkpoint;
+    if (st->checkpoint->served_scan_end() <= offset) continue;
+    const auto& c = *st->checkpoint;
+    if (ctx.json) {
+      json::object out = CheckpointJson(c);
+      out["covered"] = true;
+      out["since"] = FormatTime(since);
+      PrintJson(out);
+    } else {
+      std::cout << CheckpointLine(c) << "\n";
     }
+    return kOk;
   }
-  return Fail(kFailed, "no scan within 5 minutes: is relay-dispatch running (relayctl status)?");
+  std::string why = absl::StrCat("the asked window (since ", FormatTime(since), ") was not covered within ",
+                                 absl::FormatDuration(timeout), ": ");
+  if (last && last->scanned_at_unix_ms() >= at) {
+    absl::StrAppend(&why, "the last complete listing (", FormatTime(last->scanned_at_unix_ms()), ") went back to ",
+                    FormatTime(last->listed_since_unix_ms()), " without serving this request; it stays asked for");
+  } else {
+    absl::StrAppend(&why, "no listing completed since the request (is relay-dispatch running? its log says why a "
+                          "scan failed); it stays asked for");
+  }
+  if (ctx.json) {
+    json::object out{{"covered", false}, {"since", FormatTime(since)}, {"error", why}};
+    if (last) out["checkpoint"] = CheckpointJson(*last);
+    PrintJson(out);
+  }
+  return Fail(kFailed, why);
 }
 
 }  // namespace
 
 int Redeliveries(const Context& ctx, const std::vector<std::string>& args) {
-  auto flags = Flags::Parse(args, {"since", "topic", "limit"}, {"wait"});
+  auto flags = Flags::Parse(args, {"since", "topic", "limit", "wait-for"}, {"wait"});
   if (!flags.ok()) return Fail(kBadInput, std::string(flags.status().message()));
   std::string topic = flags->Get("topic", "github.redeliveries");
   const auto& pos = flags->positional();
@@ -192,7 +233,7 @@ int Redeliveries(const Context& ctx, const std::vector<std::string>& args) {
     return Show(ctx, topic, limit);
   }
   if (pos.size() == 1 && pos[0] == "run") return Run(ctx, topic, *flags);
-  return Fail(kBadInput, "usage: relayctl redeliveries [--limit N] | relayctl redeliveries run [--since T] [--wait]");
+  return Fail(kBadInput, "usage: relayctl redeliveries [--limit N] | relayctl redeliveries run [--since T] [--wait [--wait-for D]]");
 }
 
 }  // namespace relay::relayctl

@@ -2,6 +2,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <thread>
@@ -84,6 +85,15 @@ class KafkaFollower final : public Follower {
       return;
     }
     bool first = assigned_ == 0;
+    std::map<int32_t, int64_t> by_time;
+    if (first && options_.from_unix_ms > 0) {
+      auto offsets = OffsetsForTime(count);
+      if (!offsets.ok()) {
+        SetHealth(offsets.status());
+        return;
+      }
+      by_time = std::move(*offsets);
+    }
     rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(count - assigned_);
     for (int32_t p = assigned_; p < count; ++p) {
       int64_t lo = 0, hi = 0;
@@ -94,8 +104,11 @@ class KafkaFollower final : public Follower {
         return;
       }
       bool from_start = !first || options_.from_beginning;
-      rd_kafka_topic_partition_list_add(list, options_.topic.c_str(), p)->offset = from_start ? lo : hi;
-      if (from_start && hi > lo) targets_[p] = hi;
+      int64_t start = from_start ? lo : hi;
+      // No record at or after the time: the end (-1 from the broker).
+      if (auto it = by_time.find(p); it != by_time.end()) start = it->second < 0 ? hi : std::max(lo, it->second);
+      rd_kafka_topic_partition_list_add(list, options_.topic.c_str(), p)->offset = start;
+      if (start < hi) targets_[p] = hi;
     }
     rd_kafka_error_t* error = rd_kafka_incremental_assign(rk_, list);
     rd_kafka_topic_partition_list_destroy(list);
@@ -106,6 +119,24 @@ class KafkaFollower final : public Follower {
     }
     assigned_ = count;
     SetHealth(absl::OkStatus());
+  }
+
+  // Partitions 0..count-1 -> the first offset at or after from_unix_ms
+  // (-1: none).
+  absl::StatusOr<std::map<int32_t, int64_t>> OffsetsForTime(int32_t count) {
+    rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(count);
+    for (int32_t p = 0; p < count; ++p) {
+      rd_kafka_topic_partition_list_add(list, options_.topic.c_str(), p)->offset = options_.from_unix_ms;
+    }
+    rd_kafka_resp_err_t e = rd_kafka_offsets_for_times(rk_, list, 5000);
+    std::map<int32_t, int64_t> out;
+    for (int i = 0; !e && i < list->cnt; ++i) {
+      if (list->elems[i].err) e = list->elems[i].err;
+      out[list->elems[i].partition] = list->elems[i].offset;
+    }
+    rd_kafka_topic_partition_list_destroy(list);
+    if (e) return ToStatus(e, ("offsets by time of " + options_.topic).c_str());
+    return out;
   }
 
   // Drops targets reached by position (the last offsets may hold no

@@ -608,5 +608,50 @@ TEST(FollowerIT, FromTheBeginningCatchesUpThenFollowsFromTheEndOnlyNew) {
   EXPECT_EQ(fresh, (std::set<std::string>{"new1", "new2", "new3"}));
 }
 
+// A follower from a time starts at the broker's offset for it
+// (offsets_for_times) on every partition: it hands over what was written
+// from then on, not the topic's older records, says when it caught up, and
+// then follows new ones.
+TEST(FollowerIT, FromATimeStartsThereNotAtTheTopicsStart) {
+  std::string topic = NewTopic("follow-time", 3);
+  auto producer = NewProducer();
+  std::vector<std::string> old, recent;
+  for (int i = 0; i < 60; ++i) old.push_back("old" + std::to_string(i));
+  ProduceAll(*producer, topic, old);
+  std::this_thread::sleep_for(1100ms);  // record timestamps are milliseconds: a clear line
+  int64_t from = std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::system_clock::now().time_since_epoch()).count() - 500;
+  for (int i = 0; i < 30; ++i) recent.push_back("recent" + std::to_string(i));
+  ProduceAll(*producer, topic, recent);
+  std::mutex mu;
+  std::set<std::string> seen;
+  FollowerOptions fo;
+  fo.bootstrap = relay::testing::FixtureBootstrap();
+  fo.topic = topic;
+  fo.from_unix_ms = from;
+  auto follower = NewKafkaFollower(fo, [&](const ConsumedRecord& r) {
+    std::lock_guard lock(mu);
+    seen.insert(r.value);
+  });
+  ASSERT_TRUE(follower.ok()) << follower.status();
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (!(*follower)->CaughtUp() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE((*follower)->CaughtUp());
+  {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(seen, std::set<std::string>(recent.begin(), recent.end()));
+  }
+  ProduceAll(*producer, topic, {"new1"});
+  while (std::chrono::steady_clock::now() < deadline) {
+    {
+      std::lock_guard lock(mu);
+      if (seen.count("new1")) break;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  std::lock_guard lock(mu);
+  EXPECT_EQ(seen.size(), recent.size() + 1);
+}
+
 }  // namespace
 }  // namespace relay::kafka

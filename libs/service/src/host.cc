@@ -52,6 +52,7 @@ const std::set<std::string>& SuiteKeys() {
       "stats.batch_rows", "stats.batch_interval", "stats.max_buffer_bytes", "stats.rollup_interval", "stats.rollup_window_interval", "stats.snapshot_prune_interval",
       "stats.hud_threads", "stats.hud_timeout", "dispatch.redeliveries_topic", "dispatch.redelivery_group_id",
       "dispatch.redelivery_interval", "dispatch.redelivery_window", "dispatch.redelivery_grace",
+      "dispatch.redelivery_max_pages", "dispatch.redelivery_unsent_margin",
       "dispatch.redelivery_max_per_scan", "stats.ci_files_interval", "stats.ci_files_dir",
       "stats.ci_files_days", "stats.ci_slow_threshold", "stats.queue_snapshot_interval",
       "stats.ci_files_max_bytes", "stats.ci_files_upstreams", "stats.ci_disabled_associations",

@@ -201,6 +201,9 @@ class DispatchService final : public service::Service {
     ro.bootstrap = s.kafka.bootstrap;
     ro.webhooks_topic = s.topics.webhooks;
     ro.client_id = s.kafka.client_id;
+    // A killed owner's partition moves after kafka.session_timeout, as the main group's do.
+    ro.consumer_extra["session.timeout.ms"] = std::to_string(s.session_timeout.count());
+    ro.consumer_extra["heartbeat.interval.ms"] = std::to_string(std::max<int64_t>(1000, s.session_timeout.count() / 3));
     reconciler_ = std::make_unique<Reconciler>(
         ro,
         Reconciler::Parts{
@@ -703,8 +706,15 @@ absl::StatusOr<DispatchSettings> LoadSettings(Config& config, const service::Com
   // GitHub keeps deliveries for redelivery 3 days on github.com, 7 on GHES.
   s.redeliveries.window = config.Duration("dispatch.redelivery_window", 72h, 1min, 30 * 24h);
   s.redeliveries.grace = config.Duration("dispatch.redelivery_grace", 2min, 0ms, 1h);
-  s.redeliveries.unanswered_after = s.scheduler.retry_deadline + 5min;
+  // A copy never goes out past the scheduler's deadline; one recorded but
+  // not started this much later was dropped unsent, and is asked for again.
+  s.redeliveries.request_deadline = s.scheduler.retry_deadline;
+  s.redeliveries.unsent_margin = config.Duration("dispatch.redelivery_unsent_margin", 5min, 1s, 24h);
   s.redeliveries.max_per_scan = static_cast<int>(config.Int("dispatch.redelivery_max_per_scan", 1000, 1, 100'000));
+  s.redeliveries.max_pages = static_cast<int>(config.Int("dispatch.redelivery_max_pages", 100, 1, 10'000));
+  // A failed page is fetched again from its cursor this much later.
+  s.redeliveries.retry_after =
+      s.redeliveries.interval.count() > 0 ? std::min<std::chrono::milliseconds>(s.redeliveries.interval, 30s) : 30s;
   {
     // github.api_url's path (GHES: /api/v3) comes back in the Link URLs.
     auto scheme = s.api_url.find("://");

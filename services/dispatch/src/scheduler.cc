@@ -53,6 +53,7 @@ void Scheduler::Submit(v1::GitHubRequest request, Done done, std::function<bool(
   job->done = std::move(done);
   job->wanted = std::move(wanted);
   job->before_write = std::move(before_write);
+  job->enqueued = clock_->Now();
   Enqueue(std::move(job));
 }
 
@@ -159,7 +160,17 @@ void Scheduler::Work() {
         break;
     }
     if (stop_) continue;  // stopping: the job is dropped (see Stop)
-    if (clock_->Now() - job->first_attempt >= options_.retry_deadline) {
+    if (job->maybe_sent && job->request.call_case() == v1::GitHubRequest::kRedelivery) {
+      // Not repeated: a second POST would be a second delivery.
+      v.error = "may have reached GitHub, a redelivery is not repeated: " + v.error;
+      log::Warn("GitHub redelivery not retried", {{"request_id", job->request.id()}, {"error", v.error}});
+      Finish(job, v, JobResult::Kind::kFailed);
+      continue;
+    }
+    // From the Submit, not the first attempt: a job queued behind other
+    // writes for longer than its deadline is not retried (the redelivery
+    // reconciler asks again for requests whose deadline passed unsent).
+    if (clock_->Now() - job->enqueued >= options_.retry_deadline) {
       v.error = "gave up after " + std::to_string(job->attempts) + " attempts: " + v.error;
       log::Warn("GitHub write abandoned at its retry deadline",
                 {{"request_id", job->request.id()}, {"repo", job->request.repo()}, {"error", v.error}});

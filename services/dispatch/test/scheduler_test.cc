@@ -160,6 +160,57 @@ TEST_F(SchedulerTest, TransientFailuresStopAtTheRetryDeadline) {
   EXPECT_GE(r.attempts, 3);
 }
 
+// The deadline counts from the Submit: a write queued behind another for
+// longer than its deadline is not retried after its first failure (before:
+// it counted from the first attempt, so a write could wait without bound).
+TEST_F(SchedulerTest, TheRetryDeadlineCountsFromTheSubmitNotTheFirstAttempt) {
+  SchedulerOptions o;
+  o.concurrency = 1;
+  o.backoff_min = 20ms;
+  o.backoff_max = 50ms;
+  o.retry_deadline = 300ms;
+  StartScheduler(o);
+  Control(bhttp::verb::post, "/_fake/faults", R"({"path":"/repos/acme/down/dispatches","status":503,"count":-1})");
+  // The one worker is held 600 ms by a write ahead of it.
+  std::promise<void> blocker_done;
+  scheduler_->Submit(
+      Dispatch("acme/busy", 4, "blocker"), [&](JobResult) { blocker_done.set_value(); },
+      [] {
+        std::this_thread::sleep_for(600ms);
+        return false;
+      });
+  std::this_thread::sleep_for(100ms);
+  JobResult r = Submit(Dispatch("acme/down", 1, "d")).get();
+  blocker_done.get_future().wait();
+  EXPECT_EQ(r.kind, JobResult::Kind::kFailed);
+  EXPECT_EQ(r.attempts, 1) << r.error;
+  EXPECT_THAT(r.error, HasSubstr("gave up after 1 attempts"));
+}
+
+// A redelivery whose POST may have reached GitHub (a 502) is not made
+// again: each POST would be a delivery of its own.
+TEST_F(SchedulerTest, ARedeliveryIsNotRepeatedAfterAFailureThatMayHaveReachedGitHub) {
+  SchedulerOptions o;
+  o.backoff_min = 20ms;
+  o.backoff_max = 50ms;
+  StartScheduler(o);
+  Control(bhttp::verb::post, "/_fake/faults", R"({"path":"/app/hook/deliveries/.*/attempts","status":502,"count":1})");
+  v1::GitHubRequest rd;
+  rd.set_id("redelivery/g/1");
+  rd.mutable_redelivery()->set_delivery_id(1);
+  rd.mutable_redelivery()->set_guid("g");
+  JobResult r = Submit(rd).get();
+  EXPECT_EQ(r.kind, JobResult::Kind::kFailed);
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_THAT(r.error, HasSubstr("not repeated"));
+  int posts = 0;
+  json::value calls = Control(bhttp::verb::get, "/_fake/calls");
+  for (const auto& c : calls.as_array()) {
+    posts += c.at("endpoint").as_string() == "POST /app/hook/deliveries/{delivery_id}/attempts";
+  }
+  EXPECT_EQ(posts, 1);
+}
+
 TEST_F(SchedulerTest, RetryAfterIsHonouredAndTheCeilingIsNeverBreached) {
   // A ceiling of 5 writes per 500 ms on both sides; 10x that offered at once.
   Control(bhttp::verb::post, "/_fake/config", R"({"content_limit":{"per_window":5,"window_seconds":1}})");

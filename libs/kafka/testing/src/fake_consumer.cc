@@ -135,6 +135,15 @@ class FakeFollower final : public Follower {
         int64_t end = broker_->EndOffset(options_.topic, p);
         // Partitions added later are followed from their start.
         next[p] = (options_.from_beginning || !first_look) ? 0 : end;
+        if (first_look && options_.from_unix_ms > 0) {
+          next[p] = end;
+          for (const auto& r : broker_->Read(options_.topic, p, 0, static_cast<size_t>(end))) {
+            if (r.timestamp_ms >= options_.from_unix_ms) {
+              next[p] = r.offset;
+              break;
+            }
+          }
+        }
         if (first_look) start_end[p] = end;
       }
       for (auto& [p, offset] : next) {

@@ -21,6 +21,11 @@ struct FollowerOptions {
   // true: every retained record, then new ones (a compacted fact table);
   // false: only records written after the follower started (answers).
   bool from_beginning = false;
+  // > 0: start at the first record whose timestamp is at or after this
+  // (Unix ms; the broker's offsets_for_times), then new ones: a window's
+  // worth of a long topic without reading it from its start. Overrides
+  // from_beginning for the partitions there at start.
+  int64_t from_unix_ms = 0;
   // Longest a new record waits at the broker before a fetch answers:
   // the follower's latency floor when the topic is quiet.
   std::chrono::milliseconds max_fetch_wait{10};
@@ -34,8 +39,9 @@ using FollowCallback = std::function<void(const ConsumedRecord&)>;
 class Follower {
  public:
   virtual ~Follower() = default;
-  // Any thread. With from_beginning: true once every record that was in
-  // the topic when the follower started has been handed over. Otherwise
+  // Any thread. With from_beginning (or from_unix_ms): true once every
+  // record that was in the topic when the follower started (from that
+  // time on) has been handed over. Otherwise
   // true once the follower is positioned at the end of every partition.
   virtual bool CaughtUp() const = 0;
   // Any thread: OK while following, the reason otherwise (for /readyz).

@@ -3,8 +3,10 @@
 // then dispatches, then comments; then first come), a fixed number of
 // workers (github.max_concurrency), the budget, and retries: transient
 // failures back off exponentially with jitter until github.retry_deadline,
-// rate limits wait as the budget says, permanent failures end at once.
-// Thread-safe.
+// counted from the job's Submit (time spent queued behind other writes
+// counts), rate limits wait as the budget says, permanent failures end at
+// once. A redelivery is never attempted again after a failure that may have
+// reached GitHub (each POST is a delivery of its own). Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -83,6 +85,7 @@ class Scheduler {
     int attempts = 0;
     bool maybe_sent = false;  // an earlier attempt may have reached GitHub
     int credential_retries = 0;  // kRetry verdicts taken at once
+    std::chrono::steady_clock::time_point enqueued{};  // Submit: the retry deadline counts from here
     std::chrono::steady_clock::time_point first_attempt{};
     std::chrono::milliseconds backoff{0};
   };

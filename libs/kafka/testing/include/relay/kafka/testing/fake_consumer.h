@@ -45,7 +45,7 @@ class FakeTopicReader final : public TopicReader {
 };
 
 // Follows `options.topic` on `broker` (which must outlive it) as the real
-// follower does: from the beginning or from the end at start, every
+// follower does: from the beginning, a time (from_unix_ms) or the end at start, every
 // partition in offset order, on a thread of its own until destroyed. A
 // missing topic is waited for. Health is always OK.
 absl::StatusOr<std::unique_ptr<Follower>> NewFakeFollower(const FakeBroker* broker, FollowerOptions options,
