@@ -116,7 +116,8 @@ class Collector {
 // The fake GitHub's check-run writes (created or updated) on the upstream.
 int CheckRunCalls(DispatchStack& stack) {
   int n = 0;
-  for (auto& c : stack.Fake("GET", "/_fake/calls?brief=1").as_array()) {
+  json::value calls = stack.Fake("GET", "/_fake/calls?brief=1");
+  for (auto& c : calls.as_array()) {
     std::string endpoint(c.at("endpoint").as_string());
     n += (endpoint == "POST /repos/{owner}/{repo}/check-runs" || endpoint == "PATCH /repos/{owner}/{repo}/check-runs/{id}") &&
          c.at("status").as_int64() < 300;
