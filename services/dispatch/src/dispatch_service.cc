@@ -308,7 +308,7 @@ class DispatchService final : public service::Service {
   absl::Status HandleBatch(kafka::Batch& batch) {
     auto list = allowlist_->Current();
     std::vector<std::shared_ptr<InFlight>> waits;
-    std::vector<kafka::Record> facts;
+    std::vector<RecordPlan*> facts;
     for (size_t i = 0; i < batch.records().size(); ++i) {
       const kafka::ConsumedRecord& rec = batch.records()[i];
       TopicPartition input{rec.topic, rec.partition};
@@ -340,7 +340,7 @@ class DispatchService final : public service::Service {
         batch.Reject(i, plan.poison);
         continue;
       }
-      if (plan.labels) facts.push_back(*plan.labels);
+      if (plan.labels && !plan.labels_sent) facts.push_back(&plan);
       std::vector<v1::GitHubRequest> requests = plan.requests;
       for (auto& request : requests) {
         auto state = ledger_->Get(input, request.id());
@@ -357,7 +357,12 @@ class DispatchService final : public service::Service {
         }
       }
     }
-    for (auto& fact : facts) RELAY_RETURN_IF_ERROR(SendAndWait(producer_.get(), std::move(fact)));
+    // In order, each once: sent again after a newer one (a batch that comes
+    // again), an older fact would be the PR's last record for a while.
+    for (RecordPlan* fact : facts) {
+      RELAY_RETURN_IF_ERROR(SendAndWait(producer_.get(), *fact->labels));
+      fact->labels_sent = true;
+    }
     // Writes go on in the background; the batch is done when they are.
     auto deadline = std::chrono::steady_clock::now() + settings_.batch_wait;
     size_t pending = 0, unrecorded = 0;
@@ -390,6 +395,7 @@ class DispatchService final : public service::Service {
   struct RecordPlan {
     std::vector<v1::GitHubRequest> requests;
     std::optional<kafka::Record> labels;
+    bool labels_sent = false;  // acked: a batch that comes again does not send it again
     std::string poison;  // set: the record goes to the DLQ with this reason
     std::set<std::string> redriven;  // request ids retried for this redriven record
   };
