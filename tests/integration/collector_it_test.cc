@@ -177,6 +177,7 @@ class CollectorStack {
     l.set_upstream_repo("pytorch/pytorch");
     l.set_number(pr);
     for (auto& d : devices) l.add_crcr_devices(d);
+    l.set_event_at_unix_ms(NowS() * 1000);  // the newest event of the PR
     std::promise<absl::Status> acked;
     producer_->Send(kafka::Record{"relay.pr_labels", "pytorch/pytorch#" + std::to_string(pr), l.SerializeAsString(), {}},
                     [&](absl::Status st) { acked.set_value(std::move(st)); });

@@ -74,6 +74,11 @@ inline std::vector<Payload> Find(const std::vector<Payload>& corpus, const std::
   return out;
 }
 
+inline int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 // The fake GitHub, relay-dispatch's files and processes, and a producer
 // that writes github.webhooks records as intake would.
 class DispatchStack {
@@ -146,7 +151,7 @@ class DispatchStack {
     auto digest = github::Sha256(p.body);
     r.set_body_sha256(digest.data(), digest.size());
     r.set_content_type("application/json");
-    r.set_received_at_unix_ms(1);
+    r.set_received_at_unix_ms(received_at_ms_ ? received_at_ms_ : NowMs());
     auto acked = std::make_shared<std::promise<absl::Status>>();
     pending_.push_back(acked->get_future());
     producer_->Send(kafka::Record{"github.webhooks", upstream_, r.SerializeAsString(),
@@ -208,6 +213,8 @@ class DispatchStack {
     return last;
   }
 
+  // Intake's receipt time of the next records Produce makes (0: now).
+  void set_received_at_ms(int64_t ms) { received_at_ms_ = ms; }
   const std::string& upstream() const { return upstream_; }
   const std::string& dir() const { return dir_; }
   std::string group() const { return group_; }
@@ -216,6 +223,7 @@ class DispatchStack {
  private:
   std::string dir_, upstream_, group_;
   uint16_t github_port_ = 0;
+  int64_t received_at_ms_ = 0;
   std::unique_ptr<Subprocess> fake_;
   std::map<int, std::unique_ptr<Subprocess>> dispatch_;
   std::unique_ptr<kafka::Producer> producer_;
@@ -281,11 +289,6 @@ inline std::vector<Call> DispatchCalls(DispatchStack& stack) {
   return out;
 }
 
-inline int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // When a SIGKILL was sent and when the process was seen dead: a slow
 // build (TSan) keeps running for some milliseconds after the signal.
 struct KillWindow {
@@ -333,6 +336,23 @@ inline void ExpectOnlyInFlightCallsRepeated(const std::vector<Call>& calls, size
             << ", repeats the relay counted: " << relay_repeats << std::endl;
   ::testing::Test::RecordProperty("in_flight_at_kill", in_flight);
   ::testing::Test::RecordProperty("repeats", repeats);
+}
+
+struct CtlRun {
+  int code = -1;
+  std::string out, err;
+};
+
+// Runs relayctl with `args` (a shell word list) on the fixture broker.
+inline CtlRun Relayctl(const std::string& args, const std::string& bootstrap = testing::FixtureBootstrap()) {
+  std::string dir = Env("RELAY_IT_DIR") + "/relayctl-" + Unique();
+  testing::RunCommand("mkdir -p " + dir);
+  CtlRun r;
+  r.code = testing::RunCommand(Env("RELAY_IT_RELAYCTL_BIN") + " --no-progress --bootstrap " + bootstrap + " " + args +
+                                   " 2>" + dir + "/err",
+                               &r.out);
+  r.err = ReadFile(dir + "/err");
+  return r;
 }
 
 constexpr char kTenRepos[] = "L2: [it-org/r0, it-org/r1, it-org/r2, it-org/r3, it-org/r4, it-org/r5, it-org/r6, it-org/r7, it-org/r8, it-org/r9]\n";

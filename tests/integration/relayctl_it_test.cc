@@ -20,23 +20,6 @@ std::string Trim(std::string s) {
   return s;
 }
 
-struct CtlRun {
-  int code = -1;
-  std::string out, err;
-};
-
-// Runs relayctl with `args` (a shell word list) on the fixture broker.
-CtlRun Relayctl(const std::string& args, const std::string& bootstrap = testing::FixtureBootstrap()) {
-  std::string dir = Env("RELAY_IT_DIR") + "/relayctl-" + Unique();
-  testing::RunCommand("mkdir -p " + dir);
-  CtlRun r;
-  r.code = testing::RunCommand(Env("RELAY_IT_RELAYCTL_BIN") + " --no-progress --bootstrap " + bootstrap + " " + args +
-                                   " 2>" + dir + "/err",
-                               &r.out);
-  r.err = ReadFile(dir + "/err");
-  return r;
-}
-
 int64_t EndOffsets(const std::string& topic) {
   CtlRun r = Relayctl("--json status");
   boost::system::error_code ec;

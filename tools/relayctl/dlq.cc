@@ -10,6 +10,13 @@
 // the partition:offset list); so a second redrive with the same selection
 // sends nothing. Killed between the two, a redrive may be repeated: every
 // topic a dead letter comes from is replay-safe for its consumers.
+//
+// Never past the dispatch ledger's memory: a dead letter of a topic
+// relay-dispatch consumes (github.webhooks, github.requests) that is older
+// than dispatch.ledger's retention less a day is refused, with the reason:
+// the ledger may have forgotten the GitHub writes made for it, and sending
+// it back could repeat them. Its age counts from the earlier of the dead
+// letter's time and, for a webhook, intake's receipt of it.
 #include <iostream>
 #include <future>
 #include <set>
@@ -18,10 +25,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "relay/dispatch/ledger.h"
+#include "relay/kafka/admin.h"
 #include "relay/kafka/cluster_admin.h"
 #include "relay/kafka/consumer.h"
 #include "relay/kafka/producer.h"
 #include "relay/kafka/reader.h"
+#include "relay/v1/webhook.pb.h"
 #include "relayctl.h"
 
 namespace relay::relayctl {
@@ -29,6 +39,23 @@ namespace {
 
 constexpr char kRedriveMarker[] = "relay-redrive-marker";
 constexpr const char* kRedrivenFrom = kafka::kRedrivenFromHeader;
+// The topics relay-dispatch consumes: their records are acted on only
+// within what its ledger remembers.
+const std::set<std::string> kLedgerGuarded = {"github.webhooks", "github.requests"};
+constexpr char kLedgerTopic[] = "dispatch.ledger";
+
+// dispatch.ledger's retention (ms; 0: forever), from the cluster.
+absl::StatusOr<int64_t> LedgerRetention(const Context& ctx) {
+  auto admin = kafka::NewKafkaAdmin(ctx.bootstrap, "relayctl");
+  if (!admin.ok()) return admin.status();
+  auto topic = (*admin)->DescribeTopic(kLedgerTopic, ctx.timeout);
+  if (!topic.ok()) {
+    return absl::UnavailableError("the retention of " + std::string(kLedgerTopic) +
+                                  ", which bounds what may be redriven, is unknown: " +
+                                  std::string(topic.status().message()));
+  }
+  return dispatch::RetentionMs(*topic);
+}
 
 absl::StatusOr<std::unique_ptr<kafka::TopicReader>> Reader(const Context& ctx) {
   kafka::ReaderOptions o;
@@ -197,24 +224,62 @@ int Redrive(const Context& ctx, const std::vector<std::string>& args) {
                                  std::to_string(d.partition) + "/" + std::to_string(d.offset) + " does not exist");
     }
   }
+  // Past the ledger's memory: refused, each with the reason.
+  boost::json::array refused;
+  std::optional<int64_t> retention;
+  int64_t now = NowMs();
+  for (auto it = chosen.begin(); it != chosen.end();) {
+    if (!kLedgerGuarded.count(it->source_topic)) {
+      ++it;
+      continue;
+    }
+    if (!retention) {
+      auto r = LedgerRetention(ctx);
+      if (!r.ok()) return FailStatus(r.status());
+      retention = *r;
+    }
+    absl::Status within = dispatch::CheckWithinLedgerMemory(it->event_ms, now, *retention);
+    if (within.ok()) {
+      ++it;
+      continue;
+    }
+    refused.push_back(boost::json::object{{"partition", it->partition}, {"offset", it->offset},
+                                          {"reason", std::string(within.message())}});
+    it = chosen.erase(it);
+  }
   boost::json::object summary{{"dlq_topic", topic},
                               {"selected", chosen.size()},
                               {"skipped_already_redriven", skipped_redriven},
                               {"skipped_failed_again", skipped_again},
+                              {"refused_past_ledger_memory", refused},
                               {"dry_run", flags->Has("dry-run")}};
+  auto print_refused = [&] {
+    for (const auto& r : refused) {
+      std::cout << "  refused " << r.at("partition").as_int64() << "/" << r.at("offset").as_int64() << ": "
+                << std::string(r.at("reason").as_string()) << "\n";
+    }
+  };
+  // Exit 3 when some were refused: the operator asked for them.
+  auto finish = [&]() -> int {
+    if (refused.empty()) return kOk;
+    return Fail(kRefused, std::to_string(refused.size()) + " dead letter(s) of " + topic +
+                              " refused: older than the dispatch ledger remembers (" +
+                              std::string(refused[0].at("reason").as_string()) + ")");
+  };
   if (flags->Has("dry-run") || chosen.empty()) {
     if (ctx.json) {
       PrintJson(summary);
     } else {
       std::cout << (flags->Has("dry-run") ? "would redrive " : "nothing to redrive: ") << chosen.size()
                 << " dead letter(s) of " << topic << " (" << skipped_redriven << " already redriven, " << skipped_again
-                << " failed again after a redrive: --again)\n";
+                << " failed again after a redrive: --again; " << refused.size() << " refused)\n";
       for (const auto& d : chosen) {
         std::cout << "  " << d.partition << "/" << d.offset << " -> " << d.source_topic << "  key " << d.key << "  "
                   << d.reason.substr(0, 100) << "\n";
       }
+      print_refused();
     }
-    return kOk;
+    return finish();
   }
 
   auto reader = Reader(ctx);
@@ -271,9 +336,13 @@ int Redrive(const Context& ctx, const std::vector<std::string>& args) {
                              std::string(s.message()) + " (a second redrive would send them again)");
   }
   summary["redriven"] = n;
-  if (ctx.json) PrintJson(summary);
-  else std::cout << "redriven " << n << " dead letter(s) of " << topic << " to their source topics\n";
-  return kOk;
+  if (ctx.json) {
+    PrintJson(summary);
+  } else {
+    std::cout << "redriven " << n << " dead letter(s) of " << topic << " to their source topics\n";
+    print_refused();
+  }
+  return finish();
 }
 
 }  // namespace
@@ -299,6 +368,14 @@ absl::StatusOr<std::vector<DeadLetter>> ReadDeadLetters(const Context& ctx, cons
     d.partition = r.partition;
     d.offset = r.offset;
     d.timestamp_ms = r.timestamp_ms;
+    d.event_ms = r.timestamp_ms;
+    // A webhook's own time: intake's receipt, older than its dead letter.
+    if (const std::string* schema = r.FindHeader(kafka::kSchemaHeader); schema && *schema == "relay.v1.WebhookRecord") {
+      v1::WebhookRecord webhook;
+      if (webhook.ParseFromString(r.value) && webhook.received_at_unix_ms() > 0) {
+        d.event_ms = std::min(d.event_ms, webhook.received_at_unix_ms());
+      }
+    }
     d.key = r.key;
     d.reason = Header(r, kafka::kDlqReasonHeader);
     d.source_topic = Header(r, kafka::kDlqTopicHeader);

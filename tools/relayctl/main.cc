@@ -48,7 +48,9 @@ commands:
                                one dead letter, its headers and its value decoded to JSON
   dlq redrive DLQ_TOPIC (--offset N... | --reason TEXT | --key K | --all) [--again] [--dry-run]
                                send dead letters back to their source topic after a fix; each
-                               once (a redriven record that fails again needs --again)
+                               once (a redriven record that fails again needs --again). A dead
+                               letter of github.webhooks or github.requests older than
+                               dispatch.ledger's retention less a day is refused (exit 3)
   redeliveries [--limit N]     the GitHub redelivery reconciler (relay-dispatch): its last scan and
                                checkpoint, the guids it asked GitHub to deliver again, the answers
   redeliveries run [--since T] [--wait [--wait-for D]]
@@ -73,7 +75,8 @@ exit codes:
   1  failed: Kafka or a service unreachable, a write refused (nothing half-done is hidden:
      the message says what happened and how to resume)
   2  bad input: usage, an unknown topic, group or partition, a reversed range
-  3  refused: a destination not declared replay-safe (without --force), a group with members
+  3  refused: a destination not declared replay-safe (without --force), a group with members,
+     a dead letter older than the dispatch ledger remembers
   4  interrupted by a signal; the checkpoint resumes it
   5  status: a service not ready
 )";

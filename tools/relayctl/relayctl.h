@@ -105,6 +105,9 @@ struct DeadLetter {
   int32_t partition = 0;
   int64_t offset = 0;
   int64_t timestamp_ms = 0;
+  // The earliest time known of the record: the dead letter's, or intake's
+  // receipt of a webhook when earlier (redrive's bound counts from it).
+  int64_t event_ms = 0;
   std::string key;
   std::string reason;        // relay-dlq-reason
   std::string source_topic;  // relay-dlq-topic, or the DLQ's name without ".dlq"

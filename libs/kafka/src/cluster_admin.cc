@@ -73,10 +73,12 @@ class KafkaClusterAdmin final : public ClusterAdmin {
     rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(*n);
     absl::Cleanup free_list = [list] { rd_kafka_topic_partition_list_destroy(list); };
     for (int32_t p = 0; p < *n; ++p) rd_kafka_topic_partition_list_add(list, topic.c_str(), p)->offset = unix_ms;
-    rd_kafka_resp_err_t e = rd_kafka_offsets_for_times(rk_, list, timeout_);
-    if (e) return ToStatus(e, ("offsets by time of " + topic).c_str());
+    // The ends first: read after, they would take in records written
+    // between the two requests, after the time (a replay --to-time now).
     auto ends = Offsets(topic);
     if (!ends.ok()) return ends.status();
+    rd_kafka_resp_err_t e = rd_kafka_offsets_for_times(rk_, list, timeout_);
+    if (e) return ToStatus(e, ("offsets by time of " + topic).c_str());
     std::map<int32_t, int64_t> out;
     for (int i = 0; i < list->cnt; ++i) {
       const auto& tp = list->elems[i];

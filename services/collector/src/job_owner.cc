@@ -28,22 +28,28 @@ JobOwner::JobOwner(Parts parts, prometheus::Registry& metrics)
                          .Help("Of those, decided jobs held in their compact form (the rest whole)")
                          .Register(metrics)
                          .Add({})),
+      label_facts_(prometheus::BuildCounter()
+                       .Name("relay_collector_label_facts_total")
+                       .Help("relay.pr_labels facts read, by result: applied (newer by event time than the PR's "
+                             "last), older (an older event's fact: ignored)")
+                       .Register(metrics)),
       state_reads_(prometheus::BuildCounter()
                        .Name("relay_collector_state_reads_total")
                        .Help("Decided jobs' whole states read back from collector.state (replays, late labels)")
                        .Register(metrics)
                        .Add({})) {
   for (const char* r : {"requested", "timed_out"}) sweeps_.Add({{"result", r}});
+  for (const char* r : {"applied", "older"}) label_facts_.Add({{"result", r}});
 }
 
 void JobOwner::OnLabels(const kafka::ConsumedRecord& r) {
   v1::PullRequestLabels l;
   if (!l.ParseFromString(r.value)) return;
-  std::set<std::string> devices(l.crcr_devices().begin(), l.crcr_devices().end());
-  {
-    std::lock_guard lock(labels_mu_);
-    pr_devices_[absl::AsciiStrToLower(l.upstream_repo()) + "#" + std::to_string(l.number())] = std::move(devices);
-  }
+  // An older event's fact (a replay, a late redelivery) changes nothing and
+  // raises nothing: the newest by event time stands.
+  bool newer = labels_.Apply(l);
+  label_facts_.Add({{"result", newer ? "applied" : "older"}}).Increment();
+  if (!newer) return;
   // A label that arrives after the dispatch (during the run or after it)
   // still raises the check runs of the PR's jobs this instance owns.
   // Only once the labels read at start are behind us: at start, the jobs
@@ -81,9 +87,7 @@ void JobOwner::OnLabels(const kafka::ConsumedRecord& r) {
 }
 
 std::set<std::string> JobOwner::Devices(const std::string& upstream_repo, int64_t pr) {
-  std::lock_guard lock(labels_mu_);
-  auto it = pr_devices_.find(absl::AsciiStrToLower(upstream_repo) + "#" + std::to_string(pr));
-  return it == pr_devices_.end() ? std::set<std::string>{} : it->second;
+  return labels_.Devices(upstream_repo, pr);
 }
 
 absl::Status JobOwner::Assigned(const std::vector<kafka::TopicPartition>& tps) {

@@ -15,6 +15,7 @@
 #include "relay/base/log.h"
 #include "relay/base/status.h"
 #include "relay/dispatch/ledger.h"
+#include "relay/dispatch/replay_guard.h"
 #include "relay/github/api.h"
 #include "relay/kafka/reader.h"
 #include "relay/v1/dispatch.pb.h"
@@ -140,6 +141,18 @@ class DispatchService final : public service::Service {
                      .Help("Writes asked for again (replay, restart, retry) that the ledger shows done")
                      .Register(runtime.metrics())
                      .Add({})),
+        not_fresh_(prometheus::BuildCounter()
+                       .Name("relay_dispatch_writes_skipped_total")
+                       .Help("GitHub writes a webhook record asked for and did not get, by reason: replayed (a "
+                             "relayctl replay's copy), read_again (below the offset its partition was handled "
+                             "through: a group moved back), stale (older than the ledger remembers)")
+                       .Register(runtime.metrics())),
+        label_facts_(prometheus::BuildCounter()
+                         .Name("relay_dispatch_label_facts_total")
+                         .Help("relay.pr_labels facts of webhook records, by result: published, older (not newer "
+                               "by event time than the PR's last fact), or not published because the record was "
+                               "replayed, read_again or stale")
+                         .Register(runtime.metrics())),
         budget_gauge_(prometheus::BuildGauge()
                           .Name("relay_github_budget_writes_left")
                           .Help("Content-creating writes left in the current budget window")
@@ -151,6 +164,11 @@ class DispatchService final : public service::Service {
                             .Register(runtime.metrics())) {
     for (const char* l : {"L1", "L2", "L3", "L4"}) dispatches_.Add({{"level", l}});
     for (const char* r : {"app_not_installed", "failed"}) dead_letters_.Add({{"reason", r}});
+    for (const char* r : {"replayed", "read_again", "stale"}) {
+      not_fresh_.Add({{"reason", r}});
+      label_facts_.Add({{"result", r}});
+    }
+    for (const char* r : {"published", "older"}) label_facts_.Add({{"result", r}});
   }
 
   absl::Status Wire(service::Runtime& runtime) {
@@ -172,6 +190,12 @@ class DispatchService final : public service::Service {
     RELAY_ASSIGN_OR_RETURN(reader_, runtime.factories().reader(s.kafka.bootstrap));
     RELAY_ASSIGN_OR_RETURN(int ledger_partitions, reader_->Partitions(s.topics.ledger));
     ledger_ = std::make_unique<Ledger>(s.topics.ledger, ledger_partitions, producer_.get(), reader_.get(), clock_);
+    // What the ledger remembers bounds what dispatch acts on (a record older
+    // than that could repeat writes it forgot): read from the topic itself.
+    RELAY_ASSIGN_OR_RETURN(auto admin, runtime.factories().admin(s.kafka.bootstrap, s.kafka.client_id + "-admin"));
+    RELAY_ASSIGN_OR_RETURN(kafka::TopicDescription ledger_topic, admin->DescribeTopic(s.topics.ledger, 10s));
+    RELAY_ASSIGN_OR_RETURN(ledger_retention_ms_, RetentionMs(ledger_topic));
+    label_facts_table_ = std::make_unique<LabelFacts>(s.topics.labels, reader_.get());
     // One budget for every instance: grants decided on dispatch.budget.
     SharedBudgetOptions bo;
     bo.bootstrap = s.kafka.bootstrap;
@@ -230,7 +254,14 @@ class DispatchService final : public service::Service {
     co.extra["heartbeat.interval.ms"] = std::to_string(std::max<int64_t>(1000, s.session_timeout.count() / 3));
     // Set, not left to librdkafka's default: revoke_wait is bounded by it.
     co.extra["max.poll.interval.ms"] = std::to_string(s.max_poll_interval.count());
-    co.on_assign = [this](const std::vector<TopicPartition>& tps) { return ledger_->Load(tps); };
+    co.on_assign = [this](const std::vector<TopicPartition>& tps) {
+      RELAY_RETURN_IF_ERROR(ledger_->Load(tps));
+      // The facts already published, before this member publishes more.
+      bool webhooks = std::any_of(tps.begin(), tps.end(), [this](const TopicPartition& tp) {
+        return tp.topic == settings_.topics.webhooks;
+      });
+      return webhooks ? label_facts_table_->Load() : absl::OkStatus();
+    };
     co.on_revoke = [this](const std::vector<TopicPartition>& tps) { Revoked(tps); };
     RELAY_ASSIGN_OR_RETURN(consumer_, runtime.factories().consumer(co, producer_.get(), &metrics));
 
@@ -256,6 +287,7 @@ class DispatchService final : public service::Service {
                {"api", s.api_url},
                {"repos", static_cast<int64_t>(allowlist_->Current()->entries().size())},
                {"max_writes_per_window", s.budget.max_writes_per_window},
+               {"ledger_retention_ms", ledger_retention_ms_},
                {"concurrency", s.scheduler.concurrency}});
     return absl::OkStatus();
   }
@@ -282,7 +314,7 @@ class DispatchService final : public service::Service {
   absl::Status HandleBatch(kafka::Batch& batch) {
     auto list = allowlist_->Current();
     std::vector<std::shared_ptr<InFlight>> waits;
-    std::vector<kafka::Record> facts;
+    std::vector<RecordPlan*> facts;
     for (size_t i = 0; i < batch.records().size(); ++i) {
       const kafka::ConsumedRecord& rec = batch.records()[i];
       TopicPartition input{rec.topic, rec.partition};
@@ -314,7 +346,7 @@ class DispatchService final : public service::Service {
         batch.Reject(i, plan.poison);
         continue;
       }
-      if (plan.labels) facts.push_back(*plan.labels);
+      if (plan.labels && !plan.labels_sent) facts.push_back(&plan);
       std::vector<v1::GitHubRequest> requests = plan.requests;
       for (auto& request : requests) {
         auto state = ledger_->Get(input, request.id());
@@ -331,7 +363,12 @@ class DispatchService final : public service::Service {
         }
       }
     }
-    for (auto& fact : facts) RELAY_RETURN_IF_ERROR(SendAndWait(producer_.get(), std::move(fact)));
+    // In order, each once: sent again after a newer one (a batch that comes
+    // again), an older fact would be the PR's last record for a while.
+    for (RecordPlan* fact : facts) {
+      RELAY_RETURN_IF_ERROR(SendAndWait(producer_.get(), *fact->labels));
+      fact->labels_sent = true;
+    }
     // Writes go on in the background; the batch is done when they are.
     auto deadline = std::chrono::steady_clock::now() + settings_.batch_wait;
     size_t pending = 0, unrecorded = 0;
@@ -347,6 +384,15 @@ class DispatchService final : public service::Service {
       return absl::UnavailableError(std::to_string(pending) + " GitHub writes still in progress, " +
                                     std::to_string(unrecorded) + " not recorded; the batch comes again");
     }
+    // Every record of the batch is handled: a later reading of them (a
+    // group moved back) is a replay, and asks for nothing new.
+    std::map<TopicPartition, int64_t> handled;
+    for (const auto& rec : batch.records()) {
+      if (rec.topic != settings_.topics.webhooks) continue;
+      int64_t& next = handled[{rec.topic, rec.partition}];
+      next = std::max(next, rec.offset + 1);
+    }
+    for (const auto& [tp, next] : handled) RELAY_RETURN_IF_ERROR(ledger_->MarkHandled(tp, next));
     for (const auto& rec : batch.records()) planned_.erase({rec.topic, rec.partition, rec.offset});
     return absl::OkStatus();
   }
@@ -355,6 +401,7 @@ class DispatchService final : public service::Service {
   struct RecordPlan {
     std::vector<v1::GitHubRequest> requests;
     std::optional<kafka::Record> labels;
+    bool labels_sent = false;  // acked: a batch that comes again does not send it again
     std::string poison;  // set: the record goes to the DLQ with this reason
     std::set<std::string> redriven;  // request ids retried for this redriven record
   };
@@ -372,11 +419,24 @@ class DispatchService final : public service::Service {
         return plan.status();
       }
       events_.Add({{"event", webhook.event()}, {"outcome", plan->ignored.empty() ? "relayed" : "ignored"}}).Increment();
+      std::string detail;
+      std::string why = NotFresh(rec, webhook.received_at_unix_ms(), ledger_->HandledThrough({rec.topic, rec.partition}),
+                                 clock_->UnixMillis(), ledger_retention_ms_, &detail);
+      if (!why.empty()) {
+        if (!detail.empty()) log::Warn("webhook record not acted on", {{"delivery_id", webhook.delivery_id()}, {"reason", detail}});
+        if (!plan->requests.empty()) not_fresh_.Add({{"reason", why}}).Increment(static_cast<double>(plan->requests.size()));
+        if (plan->labels) label_facts_.Add({{"result", why}}).Increment();
+        return out;
+      }
       out.requests = std::move(plan->requests);
       if (plan->labels) {
         const auto& l = *plan->labels;
-        out.labels = kafka::MessageRecord(settings_.topics.labels, l.upstream_repo() + "#" + std::to_string(l.number()), l,
-                                          l.delivery_id());
+        bool newer = label_facts_table_->Offer(l);
+        label_facts_.Add({{"result", newer ? "published" : "older"}}).Increment();
+        if (newer) {
+          out.labels = kafka::MessageRecord(settings_.topics.labels, l.upstream_repo() + "#" + std::to_string(l.number()),
+                                            l, l.delivery_id());
+        }
       }
       return out;
     }
@@ -635,6 +695,8 @@ class DispatchService final : public service::Service {
   prometheus::Counter& uncertain_;
   prometheus::Counter& repeats_;
   prometheus::Counter& skipped_;
+  prometheus::Family<prometheus::Counter>& not_fresh_;
+  prometheus::Family<prometheus::Counter>& label_facts_;
   prometheus::Gauge& budget_gauge_;
   prometheus::Family<prometheus::Gauge>& rate_remaining_;
   std::unique_ptr<allowlist::AllowlistFile> allowlist_;
@@ -643,6 +705,8 @@ class DispatchService final : public service::Service {
   std::unique_ptr<kafka::Producer> producer_;
   std::unique_ptr<kafka::TopicReader> reader_;
   std::unique_ptr<Ledger> ledger_;
+  int64_t ledger_retention_ms_ = 0;  // dispatch.ledger's, read at start (0: kept forever)
+  std::unique_ptr<LabelFacts> label_facts_table_;
   std::unique_ptr<SharedBudget> budget_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Reconciler> reconciler_;

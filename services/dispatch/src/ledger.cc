@@ -2,7 +2,10 @@
 
 #include <future>
 
+#include "absl/strings/numbers.h"
+
 #include "relay/base/log.h"
+#include "relay/base/status.h"
 
 namespace relay::dispatch {
 
@@ -13,9 +16,47 @@ absl::Status SendAndWait(kafka::Producer* producer, kafka::Record record) {
   return future.get();
 }
 
+namespace {
+
+// The id of an input partition's handled mark (never a request id: those
+// are digests).
+std::string MarkId(const kafka::TopicPartition& input) {
+  return "handled:" + input.topic + "/" + std::to_string(input.partition);
+}
+
+}  // namespace
+
+absl::Status CheckWithinLedgerMemory(int64_t event_unix_ms, int64_t now_unix_ms, int64_t ledger_retention_ms) {
+  if (ledger_retention_ms <= 0) return absl::OkStatus();
+  const int64_t bound = ledger_retention_ms - std::chrono::milliseconds(kLedgerMargin).count();
+  const int64_t age = now_unix_ms - event_unix_ms;
+  if (age < bound) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      "the record is " + std::to_string(age / 3'600'000) + " h old, past the " + std::to_string(bound / 3'600'000) +
+      " h the dispatch ledger is sure to remember (its retention less " +
+      std::to_string(std::chrono::hours(kLedgerMargin).count()) +
+      " h): acted on again, it could repeat GitHub writes already made");
+}
+
+absl::StatusOr<int64_t> RetentionMs(const kafka::TopicDescription& topic) {
+  auto config = [&](const std::string& key) {
+    auto it = topic.configs.find(key);
+    return it == topic.configs.end() ? std::string() : it->second;
+  };
+  if (config("cleanup.policy").find("delete") == std::string::npos) return 0;
+  int64_t ms = 0;
+  if (!absl::SimpleAtoi(config("retention.ms"), &ms)) {
+    return absl::InvalidArgumentError("topic " + topic.name + ": retention.ms '" + config("retention.ms") +
+                                      "' is not a number");
+  }
+  return ms < 0 ? 0 : ms;
+}
+
 absl::Status Ledger::Load(const std::vector<kafka::TopicPartition>& inputs) {
   for (const auto& input : inputs) {
     std::map<std::string, State> states;
+    int64_t handled = 0;
+    const std::string mark = MarkId(input);
     auto end = reader_->ReadToEnd(topic_, {LedgerPartition(input)}, [&](const kafka::ConsumedRecord& r) {
       v1::LedgerEntry e;
       if (!e.ParseFromString(r.value)) {
@@ -23,6 +64,11 @@ absl::Status Ledger::Load(const std::vector<kafka::TopicPartition>& inputs) {
         return absl::OkStatus();
       }
       if (e.input_topic() != input.topic) return absl::OkStatus();
+      if (e.handled_through_offset() > 0) {
+        // Another input partition sharing this ledger partition has its own.
+        if (e.request_id() == mark) handled = std::max(handled, e.handled_through_offset());
+        return absl::OkStatus();
+      }
       // A later entry of an id replaces the earlier one (compaction keeps
       // only the latest anyway).
       states[e.request_id()] = e.state();
@@ -33,16 +79,41 @@ absl::Status Ledger::Load(const std::vector<kafka::TopicPartition>& inputs) {
     {
       std::lock_guard lock(mu_);
       states_[input] = std::move(states);
+      handled_[input] = handled;
     }
     log::Info("ledger loaded", {{"input", input.topic + "/" + std::to_string(input.partition)},
-                                {"entries", static_cast<int64_t>(n)}});
+                                {"entries", static_cast<int64_t>(n)},
+                                {"handled_through", handled}});
   }
   return absl::OkStatus();
 }
 
 void Ledger::Drop(const std::vector<kafka::TopicPartition>& inputs) {
   std::lock_guard lock(mu_);
-  for (const auto& input : inputs) states_.erase(input);
+  for (const auto& input : inputs) {
+    states_.erase(input);
+    handled_.erase(input);
+  }
+}
+
+int64_t Ledger::HandledThrough(const kafka::TopicPartition& input) const {
+  std::lock_guard lock(mu_);
+  auto it = handled_.find(input);
+  return it == handled_.end() ? 0 : it->second;
+}
+
+absl::Status Ledger::MarkHandled(const kafka::TopicPartition& input, int64_t next_offset) {
+  if (next_offset <= HandledThrough(input)) return absl::OkStatus();
+  v1::LedgerEntry e;
+  e.set_request_id(MarkId(input));
+  e.set_at_unix_ms(clock_->UnixMillis());
+  e.set_input_topic(input.topic);
+  e.set_handled_through_offset(next_offset);
+  RELAY_RETURN_IF_ERROR(SendAndWait(producer_, kafka::MessageRecord(topic_, e.request_id(), e, "", LedgerPartition(input))));
+  std::lock_guard lock(mu_);
+  // Only for partitions still owned, and never backwards.
+  if (auto it = handled_.find(input); it != handled_.end()) it->second = std::max(it->second, next_offset);
+  return absl::OkStatus();
 }
 
 Ledger::State Ledger::Get(const kafka::TopicPartition& input, const std::string& request_id) const {

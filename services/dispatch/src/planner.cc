@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "relay/github/api.h"
 #include "relay/github/webhook_signature.h"
 
 namespace relay::dispatch {
@@ -107,6 +108,14 @@ std::vector<std::string> CrcrDevices(const json::object* pr) {
 
 }  // namespace
 
+github::EventTime EventTimeOf(const v1::WebhookRecord& record, const boost::json::object* pull_request) {
+  github::EventTime at;
+  at.received_at_unix_ms = record.received_at_unix_ms();
+  std::optional<int64_t> updated = github::ParseIsoTime(Str(pull_request, "updated_at"));
+  at.event_at_unix_ms = updated ? *updated * 1000 : record.received_at_unix_ms();
+  return at;
+}
+
 ClientPayload BuildDispatchBody(const std::string& event, const std::string& delivery_id,
                                 const std::string& payload_json, const std::string& relay_token) {
   auto assemble = [&](const std::string& payload, bool slimmed) {
@@ -194,6 +203,13 @@ absl::StatusOr<Plan> PlanWebhook(const v1::WebhookRecord& record, const allowlis
       facts.set_head_sha(head_sha);
       facts.set_updated_at_unix_ms(now_unix_ms);
       facts.set_delivery_id(record.delivery_id());
+      // The event's own time, not the time it is read: a replay or a late
+      // redelivery of this event must not outrank a newer one. GitHub's
+      // time of the change first (it survives a redelivery, which intake
+      // receives anew); intake's receipt orders two events of one second.
+      github::EventTime at = EventTimeOf(record, pr);
+      facts.set_event_at_unix_ms(at.event_at_unix_ms);
+      facts.set_received_at_unix_ms(at.received_at_unix_ms);
       plan.labels = std::move(facts);
     }
     if (action == "opened" || action == "reopened" || action == "synchronize" || action == "closed") {

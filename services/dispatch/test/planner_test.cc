@@ -103,6 +103,25 @@ TEST_F(PlannerTest, CrcrLabelsBecomeAFactAndOtherLabelsAreIgnored) {
   EXPECT_TRUE(sync->labels.has_value());
 }
 
+TEST_F(PlannerTest, ALabelFactCarriesTheEventsOwnTimeNotTheTimeItIsRead) {
+  v1::WebhookRecord r = Record("pull_request", PullRequest("labeled", R"([{"name":"ciflow/crcr/xpu"}],"updated_at":"2026-11-23T12:00:00Z")",
+                                                           R"(,"label":{"name":"ciflow/crcr/xpu"})"));
+  r.set_received_at_unix_ms(1'795'435'200'250);
+  auto plan = PlanOf(r);  // read at 1'700'000'000'000
+  ASSERT_TRUE(plan.ok() && plan->labels.has_value());
+  // GitHub's time of the change, then intake's receipt.
+  EXPECT_EQ(plan->labels->event_at_unix_ms(), 1'795'435'200'000);
+  EXPECT_EQ(plan->labels->received_at_unix_ms(), 1'795'435'200'250);
+  EXPECT_EQ(plan->labels->updated_at_unix_ms(), 1'700'000'000'000);  // when it was published
+  // Planned again later (a replay): the same time.
+  auto later = PlanWebhook(r, list_, keys_, options_, 1'900'000'000'000);
+  EXPECT_EQ(later->labels->event_at_unix_ms(), 1'795'435'200'000);
+  // A payload without updated_at: intake's receipt.
+  v1::WebhookRecord bare = Record("pull_request", PullRequest("unlabeled", "[]", R"(,"label":{"name":"ciflow/crcr/xpu"})"));
+  bare.set_received_at_unix_ms(1'795'000'000'123);
+  EXPECT_EQ(PlanOf(bare)->labels->event_at_unix_ms(), 1'795'000'000'123);
+}
+
 TEST_F(PlannerTest, PushFansOutAndABranchDeletionDoesNot) {
   auto push = PlanOf(Record("push", R"({"ref":"refs/heads/main","before":"aaa","after":"bbb","repository":{"full_name":"pytorch/pytorch"}})"));
   ASSERT_TRUE(push.ok());

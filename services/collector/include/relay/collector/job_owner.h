@@ -29,6 +29,7 @@
 #include "relay/base/clock.h"
 #include "relay/collector/collector_service.h"
 #include "relay/collector/jobs.h"
+#include "relay/collector/label_table.h"
 #include "relay/kafka/consumer.h"
 #include "relay/kafka/producer.h"
 #include "relay/kafka/reader.h"
@@ -94,8 +95,7 @@ class JobOwner {
   std::mutex fetch_mu_;  // fetch_reader
 
   std::atomic<bool> labels_live_{false};  // the labels present at start are read
-  std::mutex labels_mu_;
-  std::unordered_map<std::string, std::set<std::string>> pr_devices_;  // "upstream#pr" -> devices
+  LabelTable labels_;
 
   std::mutex parts_mu_;
   std::map<int32_t, std::shared_ptr<Partition>> parts_;
@@ -103,6 +103,7 @@ class JobOwner {
   prometheus::Family<prometheus::Counter>& sweeps_;
   prometheus::Gauge& jobs_gauge_;
   prometheus::Gauge& decided_gauge_;
+  prometheus::Family<prometheus::Counter>& label_facts_;
   prometheus::Counter& state_reads_;
 };
 

@@ -17,10 +17,13 @@
 #include <string>
 #include <vector>
 
+#include <boost/json/object.hpp>
+
 #include "absl/status/statusor.h"
 #include "relay/allowlist/allowlist.h"
 #include "relay/auth/relay_token.h"
 #include "relay/github/check_runs.h"
+#include "relay/github/event_time.h"
 #include "relay/v1/dispatch.pb.h"
 #include "relay/v1/github.pb.h"
 #include "relay/v1/webhook.pb.h"
@@ -68,6 +71,11 @@ struct ClientPayload {
 };
 ClientPayload BuildDispatchBody(const std::string& event, const std::string& delivery_id,
                                 const std::string& payload_json, const std::string& relay_token);
+
+// The time of a pull_request event (its label fact's order): the payload's
+// pull_request.updated_at, else intake's received_at; received_at orders
+// two events of one second. Exposed for tests.
+github::EventTime EventTimeOf(const v1::WebhookRecord& record, const boost::json::object* pull_request);
 
 // Shared with the collector (libs/github/check_runs.h).
 using github::CheckRunName;
