@@ -114,7 +114,7 @@ TEST(HudPageCache, ConcurrentIdenticalRequestsWaitForOneAnswer) {
   for (const auto& w : waiting) EXPECT_EQ(w->count(), 0) << "answered before the page was made";
   EXPECT_EQ(cache.Finish("/hud\ndays=30", Page("the grid"), /*keep=*/true), 5u);
   for (const auto& w : waiting) {
-    EXPECT_EQ(w->count(), 1);
+    ASSERT_EQ(w->count(), 1);
     EXPECT_EQ(w->response()->body(), "the grid");
     EXPECT_EQ((*w->response())["X-Cache"], "shared");
   }
@@ -134,7 +134,8 @@ TEST(HudPageCache, AnAnswerIsReusedForItsTtlOnly) {
   cache.Finish("k", Page("v1"), true);
   clock.Advance(std::chrono::milliseconds(9'999));
   auto [b, b_got] = http::testing::CaptureResponder();
-  EXPECT_EQ(cache.Join("k", b), PageCache::Role::kAnswered);
+  ASSERT_EQ(cache.Join("k", b), PageCache::Role::kAnswered);
+  ASSERT_TRUE(b_got->response());
   EXPECT_EQ(b_got->response()->body(), "v1");
   EXPECT_EQ((*b_got->response())["X-Cache"], "hit");
   clock.Advance(std::chrono::milliseconds(1));
@@ -144,7 +145,8 @@ TEST(HudPageCache, AnAnswerIsReusedForItsTtlOnly) {
   EXPECT_EQ(cache.entries(), 0u);
   cache.Finish("k", Page("v2"), true);
   auto [d, d_got] = http::testing::CaptureResponder();
-  EXPECT_EQ(cache.Join("k", d), PageCache::Role::kAnswered);
+  ASSERT_EQ(cache.Join("k", d), PageCache::Role::kAnswered);
+  ASSERT_TRUE(d_got->response());
   EXPECT_EQ(d_got->response()->body(), "v2");
 }
 
