@@ -117,7 +117,12 @@ class StatsService final : public service::Service {
     }
     auto& metrics = runtime.metrics();
     RELAY_ASSIGN_OR_RETURN(producer_, runtime.factories().producer(s.kafka, &metrics));
-    RELAY_ASSIGN_OR_RETURN(writer_, clickhouse::Client::New(s.clickhouse));
+    // Ingestion first: while one of its inserts runs, the HUD's queries
+    // (priority 2) wait at their next block. ClickHouse's `priority`: a
+    // smaller number goes first, 0 (every other query) takes no part.
+    clickhouse::ClientOptions writer_options = s.clickhouse;
+    writer_options.settings.emplace("priority", "1");
+    RELAY_ASSIGN_OR_RETURN(writer_, clickhouse::Client::New(writer_options));
     RELAY_ASSIGN_OR_RETURN(refresher_, clickhouse::Client::New(s.clickhouse));
     RELAY_ASSIGN_OR_RETURN(checker_, clickhouse::Client::New(s.clickhouse));
     RELAY_ASSIGN_OR_RETURN(snapshotter_, clickhouse::Client::New(s.clickhouse));
@@ -128,7 +133,8 @@ class StatsService final : public service::Service {
     hud_options.clickhouse.timeout = s.hud_timeout;
     hud_options.clickhouse.max_attempts = 1;  // the reader reloads; retries would only hold a thread
     hud_options.clickhouse.settings = {{"max_rows_to_read", absl::StrCat(s.hud_max_rows_to_read)},
-                                       {"max_memory_usage", absl::StrCat(s.hud_max_memory_usage)}};
+                                       {"max_memory_usage", absl::StrCat(s.hud_max_memory_usage)},
+                                       {"priority", "2"}};
     hud_options.threads = s.hud_threads;
     hud_options.timeout = s.hud_timeout;
     hud_options.cache.ttl = s.hud_cache_ttl;

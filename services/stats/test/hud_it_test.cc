@@ -73,8 +73,9 @@ absl::StatusOr<std::string> WritePage(const Params&, PageContext& ctx) {
 // A HudServer over the test pages, on a real listener.
 class Hud {
  public:
-  explicit Hud(const std::string& user, std::chrono::milliseconds budget = 1s) {
+  explicit Hud(const std::string& user, std::chrono::milliseconds budget = 1s, int threads = 4) {
     HudOptions o;
+    o.threads = threads;
     o.clickhouse.url = Url();
     o.clickhouse.user = user;
     // The service's own ClickHouse timeout: a minute. The page budget, not
@@ -188,6 +189,33 @@ TEST(HudIT, IdenticalRequestsAtOnceMakeThePageOnce) {
   EXPECT_EQ(g_made.load(), 1);
   // Other parameters are another page.
   EXPECT_THAT(testing::HttpClient("127.0.0.1", hud.port()).Get("/hud/it-once?a=2").body, HasSubstr("made 2"));
+  // A window past the bound is refused before any page is made.
+  auto year = testing::HttpClient("127.0.0.1", hud.port()).Get("/hud/it-once?days=365");
+  EXPECT_EQ(year.status, 400);
+  EXPECT_THAT(year.body, HasSubstr("at most 90 days"));
+  EXPECT_EQ(g_made.load(), 2);
+}
+
+// With every thread busy, the page a crowd waits for is made before the
+// pages one reader each asked for, though it was asked for last.
+TEST(HudIT, ThePageMostWaitedForIsMadeFirst) {
+  g_made = 0;
+  Hud hud("relay_hud", 8s, /*threads=*/1);
+  auto get = [&hud](std::string path) {
+    return std::async(std::launch::async, [&hud, path] { return testing::HttpClient("127.0.0.1", hud.port()).Get(path); });
+  };
+  auto busy = get("/hud/it-once?busy=1");  // holds the one thread for a second
+  ASSERT_TRUE(testing::WaitFor([] { return g_made.load() == 1; }, 5s, 5ms));
+  auto lone1 = get("/hud/it-once?lone=1");
+  std::this_thread::sleep_for(50ms);
+  auto lone2 = get("/hud/it-once?lone=2");
+  std::this_thread::sleep_for(100ms);
+  std::vector<std::future<testing::HttpResult>> crowd;
+  for (int i = 0; i < 3; ++i) crowd.push_back(get("/hud/it-once?crowd=1"));
+  EXPECT_THAT(busy.get().body, HasSubstr("made 1"));
+  for (auto& c : crowd) EXPECT_THAT(c.get().body, HasSubstr("made 2")) << "the crowd's page waited behind lone ones";
+  EXPECT_THAT(lone1.get().body, HasSubstr("made 3"));
+  EXPECT_THAT(lone2.get().body, HasSubstr("made 4"));
 }
 
 }  // namespace

@@ -130,6 +130,14 @@ void HudServer::Serve(const PageRoute& page, http::Request&& request, http::Resp
   }
   Params params;
   for (auto p : url->params()) params[std::string(p.key)] = std::string(p.value);  // decoded; the last wins
+  // A window past the bound is refused here, on the event loop: it must
+  // not wait for a thread behind the pages being made (each page checks
+  // its own, narrower, rules too).
+  if (auto days = DaysParam(params, 1, options_.max_days); !days.ok()) {
+    requests_.Add({{"page", page.label}, {"code", "400"}}).Increment();
+    responder.Send(ErrorPage(400, "Bad request", days.status().message()));
+    return;
+  }
   // One key per page and parameters, however they were spelled or ordered.
   std::string key = page.path;
   for (const auto& [k, v] : params) absl::StrAppend(&key, "\n", k, "=", v);
@@ -154,10 +162,27 @@ void HudServer::Serve(const PageRoute& page, http::Request&& request, http::Resp
     responder.Send(std::move(busy));
     return;
   }
-  boost::asio::post(pool_, [this, &page, key = std::move(key), params = std::move(params), deadline,
-                            responder = std::move(responder)]() mutable {
-    Make(page, std::move(key), std::move(params), deadline, std::move(responder));
-  });
+  {
+    std::lock_guard lock(pending_mu_);
+    pending_.push_back(Job{&page, std::move(key), std::move(params), deadline, std::move(responder)});
+  }
+  boost::asio::post(pool_, [this] { RunNext(); });
+}
+
+void HudServer::RunNext() {
+  std::optional<Job> job;
+  {
+    std::lock_guard lock(pending_mu_);
+    if (pending_.empty()) return;  // cannot happen: one task per job
+    auto best = pending_.begin();
+    size_t most = cache_.Waiting(best->key);
+    for (auto it = std::next(pending_.begin()); it != pending_.end(); ++it) {
+      if (size_t n = cache_.Waiting(it->key); n > most) best = it, most = n;
+    }
+    job.emplace(std::move(*best));
+    pending_.erase(best);
+  }
+  Make(*job->page, std::move(job->key), std::move(job->params), job->deadline, std::move(job->responder));
 }
 
 void HudServer::Make(const PageRoute& page, std::string key, Params params,

@@ -77,6 +77,12 @@ void PageCache::Drop(std::map<std::string, Entry>::iterator it) {
   if (!e.making) entries_.erase(it);
 }
 
+size_t PageCache::Waiting(const std::string& key) const {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(key);
+  return it == entries_.end() ? 0 : it->second.waiting.size();
+}
+
 size_t PageCache::entries() const {
   std::lock_guard lock(mu_);
   size_t n = 0;

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <atomic>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -75,7 +76,19 @@ class HudServer {
   std::chrono::milliseconds tier_report_interval() const { return options_.tier_report_interval; }
 
  private:
+  // A page to make, waiting for a thread.
+  struct Job {
+    const PageRoute* page;
+    std::string key;
+    Params params;
+    std::chrono::steady_clock::time_point deadline;
+    http::Responder responder;
+  };
   void Serve(const PageRoute& page, http::Request&& request, http::Responder responder);
+  // Runs on a pool thread: takes the pending job the most requests wait
+  // for (the oldest of those), so a crowd's page is not stuck behind pages
+  // one reader each asked for.
+  void RunNext();
   // Makes the page on a thread of the pool; answers every request waiting for it.
   void Make(const PageRoute& page, std::string key, Params params, std::chrono::steady_clock::time_point deadline,
             http::Responder responder);
@@ -98,6 +111,8 @@ class HudServer {
   std::mutex clients_mu_;
   std::vector<std::unique_ptr<clickhouse::Client>> clients_;
   TierCache tiers_;
+  std::mutex pending_mu_;
+  std::list<Job> pending_;  // oldest first; one pool task per job
   boost::asio::thread_pool pool_;
 };
 

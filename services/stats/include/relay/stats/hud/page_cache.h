@@ -48,6 +48,9 @@ class PageCache {
   // how many waiting requests it answered.
   size_t Finish(const std::string& key, const http::Response& response, bool keep);
 
+  // How many requests wait for `key`'s answer now.
+  size_t Waiting(const std::string& key) const;
+
   // Answers kept (fresh or not yet dropped) and their body bytes.
   size_t entries() const;
   size_t bytes() const;
