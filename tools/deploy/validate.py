@@ -6,8 +6,9 @@
       api/openapi-spec/v3 of the k8s.io/kubernetes Go module), strictly (an
       unknown field is an error, as `kubectl apply --validate=strict`), then
       relay's own rules: probes on /readyz and /healthz, requests and limits,
-      a PDB, Service, NetworkPolicy and ServiceAccount per Deployment, no
-      autoscaler above its topics' partition count.
+      a PDB, Service, NetworkPolicy and ServiceAccount per Deployment, a
+      port named `metrics` opened only to named sources, no autoscaler
+      above its topics' partition count.
   validate.py compose --schema compose-spec.json COMPOSE.yaml
       the compose file against the compose specification's JSON schema.
 
@@ -147,6 +148,14 @@ def relay_rules(objects, topics):
         np = by_kind.get("NetworkPolicy", {}).get(name)
         if np and np[0]["spec"]["podSelector"]["matchLabels"] != selector:
             errors.append(f"{where}: {name}: the NetworkPolicy selects other pods")
+        # A port named `metrics` (http.metrics_listen) is for the scraper:
+        # every ingress rule that opens it says from where.
+        metrics_ports = {p["containerPort"] for c in spec["containers"] for p in c.get("ports", [])
+                         if p.get("name") == "metrics"}
+        for rule in (np[0]["spec"].get("ingress", []) if np else []):
+            opened = {p.get("port") for p in rule.get("ports", [])}
+            if (not rule.get("ports") or opened & metrics_ports) and metrics_ports and not rule.get("from"):
+                errors.append(f"{where}: {name}: the NetworkPolicy opens its metrics port to any source")
         if spec.get("serviceAccountName") != name:
             errors.append(f"{where}: {name}: runs as service account {spec.get('serviceAccountName')!r}, not its own")
     for name, (hpa, where) in by_kind.get("HorizontalPodAutoscaler", {}).items():

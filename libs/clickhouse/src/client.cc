@@ -1,11 +1,13 @@
 #include "relay/clickhouse/client.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <thread>
 
 #include <boost/url.hpp>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "relay/base/log.h"
 
@@ -66,6 +68,8 @@ absl::Status DecodeError(unsigned http_status, std::string_view body) {
       st = absl::NotFoundError(message);
       break;
     case 241:  // MEMORY_LIMIT_EXCEEDED
+    case 158:  // TOO_MANY_ROWS (max_rows_to_read)
+    case 307:  // TOO_MANY_BYTES (max_bytes_to_read)
       st = absl::ResourceExhaustedError(message);
       break;
     case 159:  // TIMEOUT_EXCEEDED
@@ -74,6 +78,9 @@ absl::Status DecodeError(unsigned http_status, std::string_view body) {
     case 516:  // AUTHENTICATION_FAILED (current releases; 18.x says 192/193)
     case 192:  // UNKNOWN_USER
     case 193:  // WRONG_PASSWORD
+    case 164:  // READONLY: a write (or a setting) a read-only user may not make
+    case 291:  // DATABASE_ACCESS_DENIED (18.x: allow_databases)
+    case 497:  // ACCESS_DENIED (current releases: no grant)
       st = absl::PermissionDeniedError(message);
       break;
     default:
@@ -118,6 +125,12 @@ Client::Client(ClientOptions options, std::unique_ptr<http::Client> http)
 
 absl::StatusOr<std::unique_ptr<Client>> Client::New(ClientOptions options) {
   if (options.max_attempts < 1) return absl::InvalidArgumentError("clickhouse: max_attempts must be >= 1");
+  for (const auto& [name, value] : options.settings) {
+    bool ok = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+      return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_';
+    });
+    if (!ok) return absl::InvalidArgumentError("clickhouse: '" + name + "' is not a setting name");
+  }
   http::ClientOptions ho;
   ho.connect_timeout = options.connect_timeout;
   ho.request_timeout = options.timeout;
@@ -128,24 +141,57 @@ absl::StatusOr<std::unique_ptr<Client>> Client::New(ClientOptions options) {
   return std::unique_ptr<Client>(new Client(std::move(options), std::move(*http)));
 }
 
+void Client::Bound(QueryBounds bounds) {
+  bounds_ = std::move(bounds);
+  http_->SetRequestTimeout(options_.timeout);
+}
+
 absl::StatusOr<std::string> Client::Send(const std::string& query, std::string_view body, bool idempotent) {
+  using std::chrono::milliseconds;
   // With `query` (an INSERT), the body is its data; without, the body is
   // the statement.
-  std::string target = "/?database=" + Encode(options_.database) +
-                       "&max_execution_time=" + std::to_string(std::max<int64_t>(1, options_.timeout.count() / 1000));
+  std::string target = "/?database=" + Encode(options_.database);
+  for (const auto& [name, value] : options_.settings) target += "&" + name + "=" + Encode(value);
   if (!query.empty()) target += "&query=" + Encode(query);
+  std::string query_id;
+  if (!bounds_.query_id_prefix.empty()) {
+    query_id = bounds_.query_id_prefix + "-" + std::to_string(++queries_);
+    target += "&query_id=" + Encode(query_id);
+  }
   std::map<std::string, std::string> headers = {{"Authorization", auth_}};
   auto backoff = options_.retry_backoff;
   absl::Status last;
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
-    auto r = http_->Send(bhttp::verb::post, target, headers, body);  // sent from `body`, not copied
+    milliseconds timeout = options_.timeout;
+    if (bounds_.deadline) {
+      timeout = std::min(timeout, std::chrono::duration_cast<milliseconds>(*bounds_.deadline -
+                                                                           std::chrono::steady_clock::now()));
+      if (timeout <= milliseconds(0)) {
+        return attempt == 1 ? absl::DeadlineExceededError("clickhouse: the request's deadline passed before it was sent")
+                            : last;
+      }
+    }
+    // The server stops on its own a query nobody waits for any more; it
+    // checks between blocks, so it may overrun by one: the client's own
+    // timeout (and the kill below) is the bound.
+    http_->SetRequestTimeout(timeout);
+    std::string sent = target + "&max_execution_time=" + std::to_string(std::max<int64_t>(1, timeout.count() / 1000));
+    auto r = http_->Send(bhttp::verb::post, sent, headers, body);  // sent from `body`, not copied
     if (r.ok() && r->status == 200) return std::move(r->body);
     bool may_repeat;
     if (!r.ok()) {
-      last = absl::UnavailableError("clickhouse: " + std::string(r.status().message()));
       // The HTTP client says "after sending" when the request may have
-      // reached the server: only then could a repeat double its effect.
-      may_repeat = idempotent || r.status().message().find("after sending") == std::string_view::npos;
+      // reached the server: only then could a repeat double its effect,
+      // and only then may the query still be running there.
+      bool after_sending = r.status().message().find("after sending") != std::string_view::npos;
+      if (after_sending && !query_id.empty()) Kill(query_id);
+      if (bounds_.deadline && std::chrono::steady_clock::now() >= *bounds_.deadline) {
+        return absl::DeadlineExceededError("clickhouse: no answer within the request's deadline (" +
+                                           std::to_string(timeout.count()) + " ms)" +
+                                           (query_id.empty() ? "" : "; query " + query_id + " killed"));
+      }
+      last = absl::UnavailableError("clickhouse: " + std::string(r.status().message()));
+      may_repeat = idempotent || !after_sending;
     } else {
       last = DecodeError(r->status, r->body);
       may_repeat = idempotent && absl::IsUnavailable(last);
@@ -156,6 +202,20 @@ absl::StatusOr<std::string> Client::Send(const std::string& query, std::string_v
     backoff *= 2;
   }
   return last;
+}
+
+void Client::Kill(const std::string& query_id) {
+  // SYNC: the query is gone when this returns (a kill takes effect
+  // between blocks). Never past kKillTimeout: the server's own
+  // max_execution_time ends a query this cannot reach.
+  http_->SetRequestTimeout(kKillTimeout);
+  std::string sql = "KILL QUERY WHERE query_id = " + Quote(query_id) + " SYNC";
+  auto r = http_->Send(bhttp::verb::post, "/?database=" + Encode(options_.database), {{"Authorization", auth_}}, sql);
+  if (!r.ok() || r->status != 200) {
+    log::Warn("clickhouse: a query given up on could not be killed; the server's max_execution_time ends it",
+              {{"query_id", query_id},
+               {"error", r.ok() ? DecodeError(r->status, r->body).ToString() : std::string(r.status().message())}});
+  }
 }
 
 absl::StatusOr<std::string> Client::Query(std::string_view sql, bool idempotent) {

@@ -1,6 +1,7 @@
 // The client against Debian's real ClickHouse 18.16 (the ctest fixture):
 // statements, RowBinary inserts read back, quoted values round-tripping,
-// and errors decoded with their codes.
+// errors decoded with their codes, per-query settings, a read-only user's
+// refusal, and a query given up on killed on the server.
 #include <gtest/gtest.h>
 
 #include "relay/clickhouse/client.h"
@@ -10,8 +11,7 @@
 namespace relay::clickhouse {
 namespace {
 
-std::unique_ptr<Client> Connect() {
-  ClientOptions o;
+std::unique_ptr<Client> Connect(ClientOptions o = {}) {
   o.url = testing::ReadFile(testing::Env("RELAY_IT_CLICKHOUSE_DIR") + "/url");
   while (!o.url.empty() && (o.url.back() == '\n' || o.url.back() == '/')) o.url.pop_back();
   auto c = Client::New(o);
@@ -70,6 +70,73 @@ TEST(ClickHouseClientIT, ServerErrorsComeBackWithTheirCodes) {
   o.retry_backoff = std::chrono::milliseconds(10);
   auto down = (*Client::New(o))->Query("SELECT 1");
   EXPECT_TRUE(absl::IsUnavailable(down.status())) << down.status();
+}
+
+// Settings in ClientOptions go with every request: a reader's limits.
+TEST(ClickHouseClientIT, PerQuerySettingsAreSentAndEnforced) {
+  auto writer = Connect();
+  ASSERT_TRUE(writer);
+  std::string table = "it_client_limits_" + testing::Unique();
+  ASSERT_TRUE(writer->Query("CREATE TABLE " + table + " (x UInt64) ENGINE = MergeTree ORDER BY x").ok());
+  ASSERT_TRUE(writer->Query("INSERT INTO " + table + " SELECT number FROM numbers(100000)").ok());
+  ClientOptions o;
+  o.settings = {{"max_rows_to_read", "1000"}};
+  auto limited = Connect(o);
+  auto r = limited->Query("SELECT sum(x) FROM " + table);
+  EXPECT_TRUE(absl::IsResourceExhausted(r.status())) << r.status();
+  EXPECT_EQ(ServerErrorCode(r.status()), 158) << "TOO_MANY_ROWS";
+  EXPECT_TRUE(writer->Query("DROP TABLE " + table).ok());
+  o.settings = {{"max_rows_to_read; DROP", "1"}};
+  EXPECT_FALSE(Client::New(o).ok()) << "a setting name is letters, digits and '_' only";
+}
+
+// The dev launcher's relay_hud (tools/clickhouse/clickhouse-dev), as the
+// HUD reads: its limits may be set, nothing may be written.
+TEST(ClickHouseClientIT, TheReadOnlyUserReadsAndSetsLimitsButCannotWrite) {
+  ClientOptions o;
+  o.user = "relay_hud";
+  o.settings = {{"max_rows_to_read", "1000000"}, {"max_memory_usage", "100000000"}};
+  auto hud = Connect(o);
+  auto readonly = hud->Query("SELECT value FROM system.settings WHERE name = 'readonly'");
+  ASSERT_TRUE(readonly.ok()) << readonly.status();
+  EXPECT_EQ(*readonly, "2\n");
+  std::string table = "it_client_ro_" + testing::Unique();
+  auto create = hud->Query("CREATE TABLE " + table + " (x UInt64) ENGINE = Memory");
+  EXPECT_TRUE(absl::IsPermissionDenied(create.status())) << create.status();
+  EXPECT_EQ(ServerErrorCode(create.status()), 164) << "READONLY";
+  auto writer = Connect();
+  ASSERT_TRUE(writer->Query("CREATE TABLE " + table + " (x UInt64) ENGINE = Memory").ok());
+  auto insert = hud->Insert(table, "", "TabSeparated", "1\n", /*idempotent=*/true);
+  EXPECT_EQ(ServerErrorCode(insert), 164) << insert;
+  EXPECT_EQ(*writer->Query("SELECT count() FROM " + table), "0\n");
+  EXPECT_TRUE(writer->Query("DROP TABLE " + table).ok());
+}
+
+// 18.16 goes on with a query whose HTTP client has gone: a query the
+// client gives up on at its deadline is killed before Query returns.
+// sleep(3) is one block, so the server's own max_execution_time (1 s here)
+// cannot end it sooner: only the kill does.
+TEST(ClickHouseClientIT, AQueryPastItsDeadlineIsKilledOnTheServer) {
+  ClientOptions o;
+  o.max_attempts = 1;
+  auto c = Connect(o);
+  auto monitor = Connect();
+  std::string prefix = "it-deadline-" + testing::Unique();
+  c->Bound({std::chrono::steady_clock::now() + std::chrono::milliseconds(1000), prefix});
+  auto start = std::chrono::steady_clock::now();
+  auto r = c->Query("SELECT sleep(3)");
+  EXPECT_TRUE(absl::IsDeadlineExceeded(r.status())) << r.status();
+  EXPECT_NE(r.status().message().find(prefix + "-1 killed"), std::string::npos) << r.status();
+  auto running = monitor->Query("SELECT count() FROM system.processes WHERE query_id LIKE " + Quote(prefix + "%"));
+  ASSERT_TRUE(running.ok()) << running.status();
+  EXPECT_EQ(*running, "0\n") << "the query outlived the request that gave up on it";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1000) + kKillTimeout);
+  // Past the deadline nothing more is sent.
+  auto late = c->Query("SELECT 1");
+  EXPECT_TRUE(absl::IsDeadlineExceeded(late.status())) << late.status();
+  // Unbound again, the client is as before.
+  c->Bound({});
+  EXPECT_EQ(*c->Query("SELECT 1"), "1\n");
 }
 
 }  // namespace

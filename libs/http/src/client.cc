@@ -135,6 +135,8 @@ class ClientImpl final : public Client {
     return out;
   }
 
+  void SetRequestTimeout(std::chrono::milliseconds timeout) override { options_.request_timeout = timeout; }
+
   void Reset() override {
     beast::error_code ec;
     if (plain_) plain_->socket().close(ec);

@@ -73,6 +73,11 @@ void Router::Handle(Request&& request, Responder responder) const {
 
 void AddOpsRoutes(Router& router, prometheus::Registry& registry, std::function<absl::Status()> ready,
                   std::function<absl::Status()> live) {
+  AddHealthRoutes(router, std::move(ready), std::move(live));
+  AddMetricsRoute(router, registry);
+}
+
+void AddHealthRoutes(Router& router, std::function<absl::Status()> ready, std::function<absl::Status()> live) {
   router.Add(bhttp::verb::get, "/healthz", [live = std::move(live)](Request&&, Responder r) {
     absl::Status status = live ? live() : absl::OkStatus();
     r.Send(MakeResponse(status.ok() ? 200 : 503,
@@ -84,6 +89,9 @@ void AddOpsRoutes(Router& router, prometheus::Registry& registry, std::function<
                         status.ok() ? "ready\n" : "not ready: " + std::string(status.message()) + "\n",
                         "text/plain"));
   });
+}
+
+void AddMetricsRoute(Router& router, prometheus::Registry& registry) {
   router.Add(bhttp::verb::get, "/metrics", [&registry](Request&&, Responder r) {
     r.Send(MakeResponse(200, prometheus::TextSerializer().Serialize(registry.Collect()),
                         "text/plain; version=0.0.4"));

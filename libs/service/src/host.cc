@@ -25,7 +25,7 @@ namespace relay::service {
 const std::set<std::string>& SuiteKeys() {
   static const std::set<std::string> kKeys = {
       // every service (host.cc)
-      "http.listen", "http.threads", "http.header_timeout", "http.idle_timeout", "http.body_timeout",
+      "http.listen", "http.metrics_listen", "http.threads", "http.header_timeout", "http.idle_timeout", "http.body_timeout",
       "http.handler_timeout", "http.max_connections", "http.max_body_bytes_in_flight", "http.drain_delay",
       "http.drain_timeout", "log.level", "kafka.bootstrap", "kafka.client_id", "kafka.delivery_timeout",
       "kafka.linger", "kafka.compression", "kafka.security_protocol", "kafka.sasl_mechanism",
@@ -50,7 +50,8 @@ const std::set<std::string>& SuiteKeys() {
       // relay-stats
       "clickhouse.url", "clickhouse.database", "clickhouse.user", "clickhouse.password_file", "clickhouse.timeout",
       "stats.batch_rows", "stats.batch_interval", "stats.max_buffer_bytes", "stats.rollup_interval", "stats.rollup_window_interval", "stats.snapshot_prune_interval",
-      "stats.hud_threads", "stats.hud_timeout", "dispatch.redeliveries_topic", "dispatch.redelivery_group_id",
+      "stats.hud_threads", "stats.hud_timeout", "stats.hud_clickhouse_user", "stats.hud_clickhouse_password_file",
+      "stats.hud_max_rows_to_read", "stats.hud_max_memory_usage", "stats.hud_cache_ttl", "stats.hud_max_days", "dispatch.redeliveries_topic", "dispatch.redelivery_group_id",
       "dispatch.redelivery_interval", "dispatch.redelivery_window", "dispatch.redelivery_grace",
       "dispatch.redelivery_max_pages", "dispatch.redelivery_unsent_margin",
       "dispatch.redelivery_max_per_scan", "stats.ci_files_interval", "stats.ci_files_dir",
@@ -109,6 +110,17 @@ CommonSettings ReadCommonSettings(Config& config) {
                                             std::to_string(s.drain_timeout.count()) +
                                             " ms): a request held through the drain would be cut off unanswered");
   }
+  if (std::string listen = config.String("http.metrics_listen", ""); !listen.empty()) {
+    // The same limits and deadlines; one event loop is plenty for scrapes.
+    http::ServerOptions metrics = s.http;
+    metrics.threads = 1;
+    if (auto st = http::ParseListenAddress(listen, &metrics); !st.ok()) {
+      config.Fail("http.metrics_listen", std::string(st.message()));
+    } else if (metrics.host == s.http.host && metrics.port == s.http.port && metrics.port != 0) {
+      config.Fail("http.metrics_listen", "must differ from http.listen");
+    }
+    s.metrics_http = metrics;
+  }
   s.log_level = config.String("log.level", "info");
   log::Level level;
   if (!log::ParseLevel(s.log_level, &level)) config.Fail("log.level", "'" + s.log_level + "' is not debug|info|warn|error");
@@ -156,7 +168,15 @@ class HostImpl final : public Host, public Runtime {
 
   absl::Status Start(Starter starter) {
     RELAY_ASSIGN_OR_RETURN(service_, starter(*this));
-    http::AddOpsRoutes(router_, registry_, [this] { return Ready(); }, [this] { return Live(); });
+    if (settings_.metrics_http) {
+      http::AddHealthRoutes(router_, [this] { return Ready(); }, [this] { return Live(); });
+      http::AddMetricsRoute(metrics_router_, registry_);
+      RELAY_ASSIGN_OR_RETURN(metrics_server_,
+                             http::Server::Start(*settings_.metrics_http, metrics_router_.AsHandler(), nullptr));
+      log::Info(name_ + " serving /metrics", {{"host", settings_.metrics_http->host}, {"port", metrics_server_->port()}});
+    } else {
+      http::AddOpsRoutes(router_, registry_, [this] { return Ready(); }, [this] { return Live(); });
+    }
     http::ServerOptions options = settings_.http;
     options.body_limit = router_.MaxBodyLimit();
     if (options.max_body_bytes_in_flight < static_cast<int64_t>(options.body_limit)) {
@@ -197,6 +217,7 @@ class HostImpl final : public Host, public Runtime {
 
   // Host
   uint16_t port() const override { return server_ ? server_->port() : 0; }
+  uint16_t metrics_port() const override { return metrics_server_ ? metrics_server_->port() : 0; }
   Runtime& runtime() override { return *this; }
 
   void Fatal(const std::string& component, const absl::Status& why) override {
@@ -273,9 +294,11 @@ class HostImpl final : public Host, public Runtime {
     }
     StopTasks();
     // 4. The service (its producers' callbacks may still hold Responders)
-    // before the server.
+    // before the server; the scraper's listener last (it saw the drain).
     service_.reset();
     server_.reset();
+    if (metrics_server_) metrics_server_->Shutdown(milliseconds(1000));
+    metrics_server_.reset();
     if (clean_) log::Info("drained");
     return clean_;
   }
@@ -314,6 +337,8 @@ class HostImpl final : public Host, public Runtime {
   std::atomic<bool> draining_{false};
   std::atomic<bool> shut_down_{false};
   bool clean_ = true;
+  http::Router metrics_router_;  // /metrics alone, with http.metrics_listen
+  std::unique_ptr<http::Server> metrics_server_;
   // Declared last, destroyed first (Shutdown resets them in this order too).
   std::unique_ptr<http::Server> server_;
   std::unique_ptr<Service> service_;

@@ -236,3 +236,42 @@ TEST(HostTest, AFatalPartMakesHealthzFailAndAsksForTheExit) {
 
 }  // namespace
 }  // namespace relay::service
+
+namespace relay::service {
+namespace {
+
+// http.metrics_listen: /metrics on a listener of its own and nowhere else,
+// so a NetworkPolicy can open the service's port to readers and the
+// metrics port to the scraper alone. Probes stay on the service's port.
+TEST(HostTest, MetricsListenServesMetricsThereOnly) {
+  Journal journal;
+  auto host = Host::Start(Demo(&journal), MakeConfig({{"RELAY_HTTP_DRAIN_DELAY", "0s"},
+                                                      {"RELAY_HTTP_METRICS_LISTEN", "127.0.0.1:0"}}));
+  ASSERT_TRUE(host.ok()) << host.status();
+  ASSERT_NE((*host)->metrics_port(), 0);
+  ASSERT_NE((*host)->metrics_port(), (*host)->port());
+  HttpClient service("127.0.0.1", (*host)->port());
+  HttpClient scraper("127.0.0.1", (*host)->metrics_port());
+  EXPECT_EQ(service.Get("/metrics").status, 404) << "/metrics must not be served on the service's port";
+  EXPECT_EQ(service.Get("/readyz").status, 200);
+  EXPECT_EQ(service.Get("/healthz").status, 200);
+  auto scrape = scraper.Get("/metrics");
+  EXPECT_EQ(scrape.status, 200);
+  EXPECT_THAT(scrape.body, HasSubstr("relay_service_ready"));
+  EXPECT_EQ(scraper.Get("/readyz").status, 404) << "the metrics port serves /metrics alone";
+  EXPECT_EQ(HttpClient("127.0.0.1", (*host)->metrics_port()).Post("/greet", {}, "").status, 404);
+  EXPECT_TRUE((*host)->Shutdown());
+
+  // Without the setting, everything on the one port, as before.
+  auto plain = Host::Start(Demo(&journal), MakeConfig({{"RELAY_HTTP_DRAIN_DELAY", "0s"}}));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ((*plain)->metrics_port(), 0);
+  EXPECT_EQ(HttpClient("127.0.0.1", (*plain)->port()).Get("/metrics").status, 200);
+
+  auto bad = Host::Start(Demo(&journal), MakeConfig({{"RELAY_HTTP_METRICS_LISTEN", "nowhere"}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("RELAY_HTTP_METRICS_LISTEN"));
+}
+
+}  // namespace
+}  // namespace relay::service

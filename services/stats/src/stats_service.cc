@@ -28,6 +28,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// What stats.hud_timeout leaves of http.handler_timeout: the kill of a
+// query given up on.
+constexpr std::chrono::milliseconds kHudKillMargin = clickhouse::kKillTimeout;
+
 // The label ClickHouse errors are counted under: ClickHouse's own code, or
 // what kind of failure it was when the server never answered.
 std::string ErrorLabel(const absl::Status& s) {
@@ -116,15 +120,28 @@ class StatsService final : public service::Service {
     }
     auto& metrics = runtime.metrics();
     RELAY_ASSIGN_OR_RETURN(producer_, runtime.factories().producer(s.kafka, &metrics));
-    RELAY_ASSIGN_OR_RETURN(writer_, clickhouse::Client::New(s.clickhouse));
+    // Ingestion first: while one of its inserts runs, the HUD's queries
+    // (priority 2) wait at their next block. ClickHouse's `priority`: a
+    // smaller number goes first, 0 (every other query) takes no part.
+    clickhouse::ClientOptions writer_options = s.clickhouse;
+    writer_options.settings.emplace("priority", "1");
+    RELAY_ASSIGN_OR_RETURN(writer_, clickhouse::Client::New(writer_options));
     RELAY_ASSIGN_OR_RETURN(refresher_, clickhouse::Client::New(s.clickhouse));
     RELAY_ASSIGN_OR_RETURN(checker_, clickhouse::Client::New(s.clickhouse));
     RELAY_ASSIGN_OR_RETURN(snapshotter_, clickhouse::Client::New(s.clickhouse));
     hud::HudOptions hud_options;
     hud_options.clickhouse = s.clickhouse;
+    hud_options.clickhouse.user = s.hud_clickhouse_user;
+    hud_options.clickhouse.password = s.hud_clickhouse_password;
     hud_options.clickhouse.timeout = s.hud_timeout;
     hud_options.clickhouse.max_attempts = 1;  // the reader reloads; retries would only hold a thread
+    hud_options.clickhouse.settings = {{"max_rows_to_read", absl::StrCat(s.hud_max_rows_to_read)},
+                                       {"max_memory_usage", absl::StrCat(s.hud_max_memory_usage)},
+                                       {"priority", "2"}};
     hud_options.threads = s.hud_threads;
+    hud_options.timeout = s.hud_timeout;
+    hud_options.cache.ttl = s.hud_cache_ttl;
+    hud_options.max_days = s.hud_max_days;
     hud_ = std::make_unique<hud::HudServer>(std::move(hud_options), metrics);
     hud_->AddRoutes(runtime.router());
     RELAY_ASSIGN_OR_RETURN(tier_refresher_, clickhouse::Client::New(s.clickhouse));
@@ -395,7 +412,7 @@ clickhouse::ClientOptions ReadClickHouseOptions(Config& config) {
   return o;
 }
 
-absl::StatusOr<StatsSettings> LoadSettings(Config& config, const service::CommonSettings&) {
+absl::StatusOr<StatsSettings> LoadSettings(Config& config, const service::CommonSettings& common) {
   StatsSettings s;
   s.kafka = service::ReadProducerOptions(config, "relay-stats");
   s.group_id = config.String("kafka.group_id", "relay-stats");
@@ -408,7 +425,25 @@ absl::StatusOr<StatsSettings> LoadSettings(Config& config, const service::Common
   s.queue_snapshot_interval = config.Duration("stats.queue_snapshot_interval", 5min, 1s, 24h);
   s.snapshot_prune_interval = config.Duration("stats.snapshot_prune_interval", 10min, 1s, 24h);
   s.hud_threads = static_cast<int>(config.Int("stats.hud_threads", 4, 1, 64));
-  s.hud_timeout = config.Duration("stats.hud_timeout", 30s, 1s, 10min);
+  s.hud_timeout = config.Duration("stats.hud_timeout", 10s, 1s, 10min);
+  // A page answers before its request is given up on (503 at
+  // http.handler_timeout), with time left to kill a query it gave up on:
+  // otherwise the query would go on for nobody.
+  if (s.hud_timeout + kHudKillMargin > common.http.handler_timeout) {
+    config.Fail("stats.hud_timeout",
+                absl::StrCat("must be at most http.handler_timeout (", common.http.handler_timeout.count(),
+                             " ms) less ", kHudKillMargin.count(), " ms, so a page's queries end before its request"));
+  }
+  s.hud_clickhouse_user = config.String("stats.hud_clickhouse_user", "relay_hud");
+  s.hud_clickhouse_password = ReadSecretFile(config, "stats.hud_clickhouse_password_file");
+  if (s.hud_clickhouse_user == s.clickhouse.user) {
+    config.Fail("stats.hud_clickhouse_user", "must differ from clickhouse.user (the writer): the HUD reads as a "
+                                             "read-only user of its own");
+  }
+  s.hud_max_rows_to_read = config.Int("stats.hud_max_rows_to_read", 200'000'000, 1'000, 100'000'000'000);
+  s.hud_max_memory_usage = config.Bytes("stats.hud_max_memory_usage", 1LL << 30, 16LL << 20, 256LL << 30);
+  s.hud_cache_ttl = config.Duration("stats.hud_cache_ttl", 10s, 0ms, 10min);
+  s.hud_max_days = static_cast<int>(config.Int("stats.hud_max_days", 90, 30, 365));
   s.ci_files_interval = config.Duration("stats.ci_files_interval", 5min, 1s, 24h);
   s.ci_files_dir = config.String("stats.ci_files_dir", "");
   s.ci_files_days = static_cast<int>(config.Int("stats.ci_files_days", 7, 1, 365));

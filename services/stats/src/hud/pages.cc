@@ -135,6 +135,19 @@ absl::StatusOr<int64_t> IntParam(const Params& params, absl::string_view key, in
   return n;
 }
 
+absl::StatusOr<int64_t> DaysParam(const Params& params, int64_t fallback, int64_t max_days) {
+  const std::string* v = Find(params, "days");
+  if (!v) return std::min(fallback, max_days);
+  int64_t n;
+  bool digits = v->size() <= 12 && std::all_of(v->begin(), v->end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits || !absl::SimpleAtoi(*v, &n) || n < 1) return BadParameter("days", "not a whole number of days (1 or more)");
+  if (n > max_days) {
+    return BadParameter("days", absl::StrCat("at most ", max_days, " days (the HUD's limit, stats.hud_max_days); asked for ",
+                                             n));
+  }
+  return n;
+}
+
 absl::StatusOr<std::string> TextParam(const Params& params, absl::string_view key, size_t max_bytes, bool required) {
   const std::string* v = Find(params, key);
   if (!v) {
@@ -157,7 +170,7 @@ absl::StatusOr<std::string> CommitGridPage(const Params& params, PageContext& ct
   RELAY_ASSIGN_OR_RETURN(int64_t pr, IntParam(params, "pr", 0, 1, 999'999'999));
   RELAY_ASSIGN_OR_RETURN(int64_t page, IntParam(params, "page", 0, 0, 100'000));
   RELAY_ASSIGN_OR_RETURN(int64_t per_page, IntParam(params, "per_page", 20, 1, 100));
-  RELAY_ASSIGN_OR_RETURN(int64_t days, IntParam(params, "days", 30, 1, 365));
+  RELAY_ASSIGN_OR_RETURN(int64_t days, DaysParam(params, 30, ctx.max_days));
 
   // One more than a page, to know whether there is an older one.
   RELAY_ASSIGN_OR_RETURN(ResultSet commits,
@@ -341,7 +354,7 @@ absl::StatusOr<std::string> TiersPage(const Params&, PageContext& ctx) {
 absl::StatusOr<std::string> RepoPage(const Params& params, PageContext& ctx) {
   clickhouse::Client& client = ctx.client;
   RELAY_ASSIGN_OR_RETURN(std::string repo, RepoParam(params, "name", true));
-  RELAY_ASSIGN_OR_RETURN(int64_t days, IntParam(params, "days", 14, 1, 365));
+  RELAY_ASSIGN_OR_RETURN(int64_t days, DaysParam(params, 14, ctx.max_days));
   if (days != 14 && days != 30) return BadParameter("days", "must be 14 or 30");
   RELAY_ASSIGN_OR_RETURN(TierCache::Report report, ctx.tiers.Get(client));
   auto tier = std::find_if(report.verdicts.begin(), report.verdicts.end(),
@@ -409,7 +422,7 @@ absl::StatusOr<std::string> TestPage(const Params& params, PageContext& ctx) {
   RELAY_ASSIGN_OR_RETURN(std::string name, TextParam(params, "name", 1000, true));
   RELAY_ASSIGN_OR_RETURN(std::string classname, TextParam(params, "classname", 1000, false));
   RELAY_ASSIGN_OR_RETURN(std::string file, TextParam(params, "file", 1000, false));
-  RELAY_ASSIGN_OR_RETURN(int64_t days, IntParam(params, "days", 30, 1, 90));
+  RELAY_ASSIGN_OR_RETURN(int64_t days, DaysParam(params, 30, std::min(90, ctx.max_days)));
   std::string d = absl::StrCat(days);
   if (file.empty() || classname.empty()) {
     // test_history needs all three (they pick the table's granules): find
@@ -498,7 +511,7 @@ absl::StatusOr<std::string> TestPage(const Params& params, PageContext& ctx) {
 
 absl::StatusOr<std::string> CostPage(const Params& params, PageContext& ctx) {
   clickhouse::Client& client = ctx.client;
-  RELAY_ASSIGN_OR_RETURN(int64_t days, IntParam(params, "days", 30, 1, 365));
+  RELAY_ASSIGN_OR_RETURN(int64_t days, DaysParam(params, 30, ctx.max_days));
   RELAY_ASSIGN_OR_RETURN(std::string team, TextParam(params, "team", 100, false));
   if (!InCharset(team, "-_.")) return BadParameter("team", "letters, digits, '-', '_' and '.' only");
   RELAY_ASSIGN_OR_RETURN(ResultSet usage,

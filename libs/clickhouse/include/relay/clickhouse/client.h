@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,8 +33,32 @@ struct ClientOptions {
   int max_attempts = 3;
   std::chrono::milliseconds retry_backoff{250};  // doubled per attempt
   uint64_t max_response_bytes = 256ull * 1024 * 1024;
+  // ClickHouse settings sent with every request as URL parameters (e.g. a
+  // reader's max_rows_to_read, max_memory_usage). Names are letters,
+  // digits and '_' (New refuses others). A user whose profile says
+  // readonly=1 may change no setting at all, not even these (18.16 answers
+  // READONLY, code 164); readonly=2 may.
+  std::map<std::string, std::string> settings;
 };
 
+// How long a kill of a query given up on may take (QueryBounds).
+inline constexpr std::chrono::milliseconds kKillTimeout{3'000};
+
+// What bounds the queries of one unit of work (an HTTP request that reads
+// through this client), set with Client::Bound.
+struct QueryBounds {
+  // Every request of the work ends by then: its HTTP timeout is what is
+  // left, the server is told as max_execution_time (whole seconds, at
+  // least 1), and none starts after it (DeadlineExceeded).
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  // Set: each query is sent with the query_id `<prefix>-<n>`, and a query
+  // the client gives up on (its deadline passed, or the connection failed
+  // after sending) is killed on the server (KILL QUERY ... SYNC, by that
+  // id) before Query returns: 18.16 goes on with a query whose client has
+  // gone (cancel_http_readonly_queries_on_client_close came later), and
+  // nothing must be left running that nobody waits for.
+  std::string query_id_prefix;
+};
 class Client {
  public:
   static absl::StatusOr<std::unique_ptr<Client>> New(ClientOptions options);
@@ -52,11 +77,20 @@ class Client {
   absl::Status Insert(std::string_view table, std::string_view columns, std::string_view format,
                       std::string_view data, bool idempotent);
 
+  // Applies `bounds` to every request from now on, until the next call
+  // (QueryBounds{} lifts them).
+  void Bound(QueryBounds bounds);
+
  private:
   explicit Client(ClientOptions options, std::unique_ptr<http::Client> http);
   absl::StatusOr<std::string> Send(const std::string& query, std::string_view body, bool idempotent);
+  // Kills `query_id` on the server (a fresh connection, a short timeout);
+  // logs when it cannot.
+  void Kill(const std::string& query_id);
 
   ClientOptions options_;
+  QueryBounds bounds_;
+  uint64_t queries_ = 0;  // query ids sent under bounds_.query_id_prefix
   std::unique_ptr<http::Client> http_;
   std::string auth_;  // "Basic ..."
 };

@@ -56,6 +56,10 @@ class Client {
                                               std::string_view body) = 0;
   // Closes the connection (the next Send opens a new one).
   virtual void Reset() = 0;
+  // The request timeout of the Sends that follow (ClientOptions::
+  // request_timeout until called): a caller with a deadline of its own
+  // (a page with a budget) gives each request what is left of it.
+  virtual void SetRequestTimeout(std::chrono::milliseconds timeout) = 0;
 };
 
 }  // namespace relay::http

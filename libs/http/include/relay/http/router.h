@@ -59,5 +59,9 @@ class Router {
 // `registry`).
 void AddOpsRoutes(Router& router, prometheus::Registry& registry, std::function<absl::Status()> ready,
                   std::function<absl::Status()> live = {});
+// The same, in two parts: /healthz and /readyz; /metrics alone (for a
+// listener of its own that only the scraper may reach).
+void AddHealthRoutes(Router& router, std::function<absl::Status()> ready, std::function<absl::Status()> live = {});
+void AddMetricsRoute(Router& router, prometheus::Registry& registry);
 
 }  // namespace relay::http

@@ -32,6 +32,8 @@ class Host {
                                                      Factories factories = {});
   virtual ~Host() = default;
   virtual uint16_t port() const = 0;
+  // The port of /metrics' own listener (http.metrics_listen); 0 without one.
+  virtual uint16_t metrics_port() const = 0;
   virtual Runtime& runtime() = 0;
   // OK when ready; the reasons otherwise ("draining", failing checks).
   virtual absl::Status Ready() const = 0;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -36,6 +37,10 @@ const std::set<std::string>& SuiteKeys();
 // Settings every service reads (http.*, log.level).
 struct CommonSettings {
   http::ServerOptions http;
+  // http.metrics_listen set: /metrics is served there only (not on
+  // http.listen), so a NetworkPolicy can open http.listen to readers and
+  // the metrics port to the scraper alone (a policy cannot filter paths).
+  std::optional<http::ServerOptions> metrics_http;
   // Drain, phase 1: after SIGTERM /readyz answers 503 for this long while
   // the server keeps accepting and serving, so a balancer stops sending.
   std::chrono::milliseconds drain_delay{5'000};
@@ -45,8 +50,8 @@ struct CommonSettings {
   std::string log_level = "info";
 };
 
-// Reads http.listen, http.threads, the http timeouts and limits,
-// http.drain_delay, http.drain_timeout and log.level. Bad values are
+// Reads http.listen, http.metrics_listen, http.threads, the http timeouts
+// and limits, http.drain_delay, http.drain_timeout and log.level. Bad values are
 // recorded in `config` (reported by Config::Finish with the rest).
 CommonSettings ReadCommonSettings(Config& config);
 

@@ -5,6 +5,7 @@
 //   /hud          the commit grid: upstream commits, newest first, against
 //                 the downstream repos (grouped by level) and their jobs
 //                 params: upstream, branch, pr, page, per_page (20), days (30)
+//                 (every page's `days`: at most PageContext::max_days)
 //   /hud/repo     one downstream repo: trends over 14 or 30 days, flaky
 //                 and slowest tests, its tier verdict
 //                 params: name (required), days (14 or 30)
@@ -53,10 +54,12 @@ class TierCache {
   std::optional<Report> report_;
 };
 
-// What a page reads with: its thread's ClickHouse client, the shared tier report.
+// What a page reads with: its thread's ClickHouse client, the shared tier
+// report, and the longest window in days it may be asked for.
 struct PageContext {
   clickhouse::Client& client;
   TierCache& tiers;
+  int max_days = 90;
 };
 
 using Params = std::map<std::string, std::string, std::less<>>;
@@ -87,6 +90,11 @@ absl::StatusOr<std::string> RepoParam(const Params& params, absl::string_view ke
 // A decimal integer in [min, max]; `fallback` when absent or empty.
 absl::StatusOr<int64_t> IntParam(const Params& params, absl::string_view key, int64_t fallback, int64_t min,
                                  int64_t max);
+// `days`: a whole number of days in [1, max_days]; `fallback` (itself
+// capped at max_days) when absent. Past max_days: a BadParameter saying
+// the HUD's limit (a page over a year of payloads is what starves
+// ClickHouse), never clamped silently.
+absl::StatusOr<int64_t> DaysParam(const Params& params, int64_t fallback, int64_t max_days);
 // Free text up to `max_bytes`, no control characters.
 absl::StatusOr<std::string> TextParam(const Params& params, absl::string_view key, size_t max_bytes, bool required);
 
