@@ -94,8 +94,8 @@ TEST_F(DispatchIT, RealPayloadsMakeExactlyTheExpectedCallsForEveryLevel) {
     EXPECT_GT(d.dispatched_at_unix_ms(), 0);
     EXPECT_EQ(d.token_key_id(), "it1");
   }
-  // The label fact is state (a compacted topic keyed by PR): a batch that
-  // came again may have published it again, the same.
+  // The label fact is state (a compacted topic keyed by PR), published once:
+  // a batch that comes again does not send it again.
   auto labels = TopicRecords("relay.pr_labels", run);
   ASSERT_GE(labels.size(), 1u);
   for (const auto& l : labels) {

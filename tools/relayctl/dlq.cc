@@ -178,6 +178,34 @@ int Show(const Context& ctx, const std::vector<std::string>& args) {
   return kOk;
 }
 
+// Takes out of `chosen` the dead letters past the dispatch ledger's memory;
+// returns them, each with the reason.
+absl::StatusOr<boost::json::array> RefusePastLedgerMemory(const Context& ctx, std::vector<DeadLetter>* chosen) {
+  boost::json::array refused;
+  std::optional<int64_t> retention;
+  int64_t now = NowMs();
+  for (auto it = chosen->begin(); it != chosen->end();) {
+    if (!kLedgerGuarded.count(it->source_topic)) {
+      ++it;
+      continue;
+    }
+    if (!retention) {
+      auto r = LedgerRetention(ctx);
+      if (!r.ok()) return r.status();
+      retention = *r;
+    }
+    absl::Status within = dispatch::CheckWithinLedgerMemory(it->event_ms, now, *retention);
+    if (within.ok()) {
+      ++it;
+      continue;
+    }
+    refused.push_back(boost::json::object{{"partition", it->partition}, {"offset", it->offset},
+                                          {"reason", std::string(within.message())}});
+    it = chosen->erase(it);
+  }
+  return refused;
+}
+
 int Redrive(const Context& ctx, const std::vector<std::string>& args) {
   auto flags = Flags::Parse(args, {"offset", "reason", "key"}, {"all", "again", "dry-run"});
   if (!flags.ok()) return Fail(kBadInput, std::string(flags.status().message()));
@@ -224,29 +252,9 @@ int Redrive(const Context& ctx, const std::vector<std::string>& args) {
                                  std::to_string(d.partition) + "/" + std::to_string(d.offset) + " does not exist");
     }
   }
-  // Past the ledger's memory: refused, each with the reason.
-  boost::json::array refused;
-  std::optional<int64_t> retention;
-  int64_t now = NowMs();
-  for (auto it = chosen.begin(); it != chosen.end();) {
-    if (!kLedgerGuarded.count(it->source_topic)) {
-      ++it;
-      continue;
-    }
-    if (!retention) {
-      auto r = LedgerRetention(ctx);
-      if (!r.ok()) return FailStatus(r.status());
-      retention = *r;
-    }
-    absl::Status within = dispatch::CheckWithinLedgerMemory(it->event_ms, now, *retention);
-    if (within.ok()) {
-      ++it;
-      continue;
-    }
-    refused.push_back(boost::json::object{{"partition", it->partition}, {"offset", it->offset},
-                                          {"reason", std::string(within.message())}});
-    it = chosen.erase(it);
-  }
+  auto past_memory = RefusePastLedgerMemory(ctx, &chosen);
+  if (!past_memory.ok()) return FailStatus(past_memory.status());
+  const boost::json::array& refused = *past_memory;
   boost::json::object summary{{"dlq_topic", topic},
                               {"selected", chosen.size()},
                               {"skipped_already_redriven", skipped_redriven},
