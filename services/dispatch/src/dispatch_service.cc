@@ -192,7 +192,9 @@ class DispatchService final : public service::Service {
     ledger_ = std::make_unique<Ledger>(s.topics.ledger, ledger_partitions, producer_.get(), reader_.get(), clock_);
     // What the ledger remembers bounds what dispatch acts on (a record older
     // than that could repeat writes it forgot): read from the topic itself.
-    RELAY_ASSIGN_OR_RETURN(auto admin, runtime.factories().admin(s.kafka.bootstrap, s.kafka.client_id + "-admin"));
+    // One admin client for the start's checks (this and the budget's below).
+    RELAY_ASSIGN_OR_RETURN(std::unique_ptr<kafka::Admin> admin,
+                           runtime.factories().admin(s.kafka.bootstrap, s.kafka.client_id + "-admin"));
     RELAY_ASSIGN_OR_RETURN(kafka::TopicDescription ledger_topic, admin->DescribeTopic(s.topics.ledger, 10s));
     RELAY_ASSIGN_OR_RETURN(ledger_retention_ms_, RetentionMs(ledger_topic));
     label_facts_table_ = std::make_unique<LabelFacts>(s.topics.labels, reader_.get());
@@ -205,8 +207,6 @@ class DispatchService final : public service::Service {
     bo.hold = s.budget_lease + s.request_timeout + 10s;
     bo.max_claim = std::max(1, s.scheduler.concurrency);
     // Asked once, at start: dispatch.budget's records must carry the broker's clock.
-    RELAY_ASSIGN_OR_RETURN(std::unique_ptr<kafka::Admin> admin,
-                           runtime.factories().admin(s.kafka.bootstrap, s.kafka.client_id + "-admin"));
     RELAY_ASSIGN_OR_RETURN(budget_, SharedBudget::Start(bo, producer_.get(), runtime.factories().follower, *admin,
                                                         clock_, &metrics));
     scheduler_ = std::make_unique<Scheduler>(
