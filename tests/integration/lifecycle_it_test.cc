@@ -228,6 +228,21 @@ v1::Cluster GetCluster(v1::LifecycleApi::Stub& stub, const std::string& token, c
   return out;
 }
 
+// Waits until the job has ended (neither PENDING nor RUNNING); `done` is
+// its last state read.
+bool WaitJobEnded(v1::LifecycleApi::Stub& stub, const std::string& token, const std::string& cluster,
+                  const std::string& job, v1::Job& done, std::chrono::milliseconds timeout) {
+  return WaitFor(
+      [&] {
+        v1::GetJobRequest g;
+        g.set_cluster_id(cluster);
+        g.set_job_id(job);
+        done.Clear();
+        return stub.GetJob(As(token).get(), g, &done).ok() && done.state() != "PENDING" && done.state() != "RUNNING";
+      },
+      timeout);
+}
+
 // ------------------------------------------------------------------ tests
 
 // Every RPC, found through reflection, refused without credentials, with
@@ -465,15 +480,7 @@ echo done; exit $fail)";
   v1::Job job;
   ASSERT_TRUE(stub->SubmitJob(As(kMlToken).get(), req, &job).ok());
   v1::Job done;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        v1::GetJobRequest g;
-        g.set_cluster_id(ml.id());
-        g.set_job_id(job.id());
-        done.Clear();
-        return stub->GetJob(As(kMlToken).get(), g, &done).ok() && done.state() != "PENDING" && done.state() != "RUNNING";
-      },
-      60s));
+  ASSERT_TRUE(WaitJobEnded(*stub, kMlToken, ml.id(), job.id(), done, 60s));
   std::string log = ReadFile(done.log_path());
   EXPECT_EQ(done.state(), "SUCCEEDED") << log;
   EXPECT_NE(log.find("done"), std::string::npos) << log;
@@ -953,15 +960,7 @@ TEST(LifecycleIt, ATeamsSymlinksNeverTurnTheServicesWritesOnRootsFiles) {
   v1::Job job;
   ASSERT_TRUE(stub->SubmitJob(As(kMlToken).get(), req, &job).ok());
   v1::Job done;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        v1::GetJobRequest g;
-        g.set_cluster_id(attacker.id());
-        g.set_job_id(job.id());
-        done.Clear();
-        return stub->GetJob(As(kMlToken).get(), g, &done).ok() && done.state() != "PENDING" && done.state() != "RUNNING";
-      },
-      120s));
+  ASSERT_TRUE(WaitJobEnded(*stub, kMlToken, attacker.id(), job.id(), done, 120s));
   std::string log = ReadFile(done.log_path());
   EXPECT_EQ(done.state(), "SUCCEEDED") << log;
   // (The log also holds the script itself: only whole output lines count.)
@@ -1059,15 +1058,7 @@ TEST(LifecycleIt, RayClusterRunsARealRayJob) {
   v1::Job j;
   ASSERT_TRUE(stub->SubmitJob(As(kMlToken).get(), job, &j).ok());
   v1::Job done;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        v1::GetJobRequest g;
-        g.set_cluster_id(c.id());
-        g.set_job_id(j.id());
-        done.Clear();
-        return stub->GetJob(As(kMlToken).get(), g, &done).ok() && done.state() != "PENDING" && done.state() != "RUNNING";
-      },
-      120s));
+  ASSERT_TRUE(WaitJobEnded(*stub, kMlToken, c.id(), j.id(), done, 120s));
   EXPECT_EQ(done.state(), "SUCCEEDED") << done.reason();
   std::string log = ReadFile(done.log_path());
   EXPECT_NE(log.find("nodes 2"), std::string::npos) << log;
