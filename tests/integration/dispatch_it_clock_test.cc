@@ -52,18 +52,7 @@ TEST_P(DispatchClockIT, TwoInstancesOneOnAClockFiveSecondsOffShareOneBudgetWitho
       << stack.Log(2);
   std::this_thread::sleep_for(3s);  // the group settles
   std::string run = "skew-" + Unique() + "-";
-  for (int i = 0; i < 200; ++i) {
-    v1::GitHubRequest r;
-    r.set_id(run + std::to_string(i));
-    r.set_repo("it-org/r" + std::to_string(i % 10));
-    r.set_level(2);
-    r.set_delivery_id(run + std::to_string(i));
-    r.mutable_dispatch()->set_event_type("push");
-    r.mutable_dispatch()->set_client_payload_json(R"({"event_type":"push","client_payload":{"n":)" +
-                                                  std::to_string(i) + "}}");
-    stack.ProduceKeyed("github.requests", r.repo(), r.SerializeAsString());
-  }
-  stack.Flush();
+  stack.ProducePushDispatches(run, 200);
   auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(stack.WaitForDispatches(200, 120s, 3s), 200u);
   auto took = std::chrono::steady_clock::now() - start;

@@ -175,6 +175,22 @@ class DispatchStack {
     for (auto& f : pending_) ASSERT_TRUE(f.get().ok());
     pending_.clear();
   }
+  // `n` push dispatches to it-org/r0..r9 on github.requests, ids `run`0..,
+  // flushed.
+  void ProducePushDispatches(const std::string& run, int n) {
+    for (int i = 0; i < n; ++i) {
+      v1::GitHubRequest r;
+      r.set_id(run + std::to_string(i));
+      r.set_repo("it-org/r" + std::to_string(i % 10));
+      r.set_level(2);
+      r.set_delivery_id(run + std::to_string(i));
+      r.mutable_dispatch()->set_event_type("push");
+      r.mutable_dispatch()->set_client_payload_json(R"({"event_type":"push","client_payload":{"n":)" +
+                                                    std::to_string(i) + "}}");
+      ProduceKeyed("github.requests", r.repo(), r.SerializeAsString());
+    }
+    Flush();
+  }
 
   json::value Fake(const std::string& method, const std::string& path, const std::string& body = "") {
     HttpClient client("127.0.0.1", github_port_);
