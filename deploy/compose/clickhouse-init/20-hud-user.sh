@@ -12,6 +12,7 @@ CREATE USER IF NOT EXISTS relay_hud IDENTIFIED WITH sha256_password BY '${hud_pa
            max_execution_time = 30 MAX 60 CHANGEABLE_IN_READONLY,
            max_rows_to_read = 200000000 CHANGEABLE_IN_READONLY,
            max_memory_usage = 1073741824 CHANGEABLE_IN_READONLY,
+           max_threads = 1 CHANGEABLE_IN_READONLY,
            priority = 2 CHANGEABLE_IN_READONLY;
 GRANT SELECT ON relay.* TO relay_hud;
 SQL

@@ -141,10 +141,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::New(ClientOptions options) {
   return std::unique_ptr<Client>(new Client(std::move(options), std::move(*http)));
 }
 
-void Client::Bound(QueryBounds bounds) {
-  bounds_ = std::move(bounds);
-  http_->SetRequestTimeout(options_.timeout);
-}
+void Client::Bound(QueryBounds bounds) { bounds_ = std::move(bounds); }
 
 absl::StatusOr<std::string> Client::Send(const std::string& query, std::string_view body, bool idempotent) {
   using std::chrono::milliseconds;
@@ -173,8 +170,8 @@ absl::StatusOr<std::string> Client::Send(const std::string& query, std::string_v
     }
     // The server stops on its own a query nobody waits for any more; it
     // checks between blocks, so it may overrun by one: the client's own
-    // timeout (and the kill below) is the bound.
-    http_->SetRequestTimeout(timeout);
+    // deadline, connecting included (and the kill below), is the bound.
+    http_->SetDeadline(bounds_.deadline);
     std::string sent = target + "&max_execution_time=" + std::to_string(std::max<int64_t>(1, timeout.count() / 1000));
     auto r = http_->Send(bhttp::verb::post, sent, headers, body);  // sent from `body`, not copied
     if (r.ok() && r->status == 200) return std::move(r->body);
@@ -208,7 +205,7 @@ void Client::Kill(const std::string& query_id) {
   // SYNC: the query is gone when this returns (a kill takes effect
   // between blocks). Never past kKillTimeout: the server's own
   // max_execution_time ends a query this cannot reach.
-  http_->SetRequestTimeout(kKillTimeout);
+  http_->SetDeadline(std::chrono::steady_clock::now() + kKillTimeout);
   std::string sql = "KILL QUERY WHERE query_id = " + Quote(query_id) + " SYNC";
   auto r = http_->Send(bhttp::verb::post, "/?database=" + Encode(options_.database), {{"Authorization", auth_}}, sql);
   if (!r.ok() || r->status != 200) {

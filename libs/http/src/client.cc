@@ -2,6 +2,8 @@
 
 #include <poll.h>
 
+#include <algorithm>
+
 #include <optional>
 
 #include <boost/asio/connect.hpp>
@@ -102,7 +104,7 @@ class ClientImpl final : public Client {
     beast::error_code ec;
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(options_.max_response_bytes);
-    Lowest().expires_after(options_.request_timeout);
+    Lowest().expires_after(Within(options_.request_timeout));
     auto read_response = [&](auto& stream) {
       bhttp::async_write(stream, req, [&](beast::error_code e, size_t) {
         ec = e;
@@ -135,7 +137,7 @@ class ClientImpl final : public Client {
     return out;
   }
 
-  void SetRequestTimeout(std::chrono::milliseconds timeout) override { options_.request_timeout = timeout; }
+  void SetDeadline(std::optional<std::chrono::steady_clock::time_point> deadline) override { deadline_ = deadline; }
 
   void Reset() override {
     beast::error_code ec;
@@ -148,6 +150,14 @@ class ClientImpl final : public Client {
   }
 
  private:
+  // `timeout`, or what is left until the deadline if that is sooner (at
+  // least 1 ms: a timer that already expired still ends the step).
+  std::chrono::milliseconds Within(std::chrono::milliseconds timeout) const {
+    if (!deadline_) return timeout;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline_ - std::chrono::steady_clock::now());
+    return std::max(std::chrono::milliseconds(1), std::min(timeout, left));
+  }
+
   beast::tcp_stream& Lowest() { return tls_ ? beast::get_lowest_layer(*tls_) : *plain_; }
 
   // With no request outstanding, anything readable on an idle kept-alive
@@ -162,7 +172,7 @@ class ClientImpl final : public Client {
     tcp::resolver resolver(ioc_);
     tcp::resolver::results_type endpoints;
     net::steady_timer deadline(ioc_);
-    deadline.expires_after(options_.connect_timeout);
+    deadline.expires_after(Within(options_.connect_timeout));
     bool resolved = false;
     resolver.async_resolve(origin_.host, origin_.port, [&](beast::error_code e, tcp::resolver::results_type r) {
       ec = e;
@@ -186,7 +196,7 @@ class ClientImpl final : public Client {
     } else {
       plain_ = std::make_unique<beast::tcp_stream>(ioc_);
     }
-    Lowest().expires_after(options_.connect_timeout);
+    Lowest().expires_after(Within(options_.connect_timeout));
     Lowest().async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
     ioc_.restart();
     ioc_.run();
@@ -211,6 +221,7 @@ class ClientImpl final : public Client {
   std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls_;
   beast::flat_buffer buffer_;
   bool connected_ = false;
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
 };
 
 }  // namespace

@@ -51,7 +51,7 @@ const std::set<std::string>& SuiteKeys() {
       "clickhouse.url", "clickhouse.database", "clickhouse.user", "clickhouse.password_file", "clickhouse.timeout",
       "stats.batch_rows", "stats.batch_interval", "stats.max_buffer_bytes", "stats.rollup_interval", "stats.rollup_window_interval", "stats.snapshot_prune_interval",
       "stats.hud_threads", "stats.hud_timeout", "stats.hud_clickhouse_user", "stats.hud_clickhouse_password_file",
-      "stats.hud_max_rows_to_read", "stats.hud_max_memory_usage", "stats.hud_cache_ttl", "stats.hud_max_days", "dispatch.redeliveries_topic", "dispatch.redelivery_group_id",
+      "stats.hud_max_rows_to_read", "stats.hud_max_memory_usage", "stats.hud_max_threads", "stats.hud_cache_ttl", "stats.hud_max_days", "dispatch.redeliveries_topic", "dispatch.redelivery_group_id",
       "dispatch.redelivery_interval", "dispatch.redelivery_window", "dispatch.redelivery_grace",
       "dispatch.redelivery_max_pages", "dispatch.redelivery_unsent_margin",
       "dispatch.redelivery_max_per_scan", "stats.ci_files_interval", "stats.ci_files_dir",

@@ -137,6 +137,7 @@ class StatsService final : public service::Service {
     hud_options.clickhouse.max_attempts = 1;  // the reader reloads; retries would only hold a thread
     hud_options.clickhouse.settings = {{"max_rows_to_read", absl::StrCat(s.hud_max_rows_to_read)},
                                        {"max_memory_usage", absl::StrCat(s.hud_max_memory_usage)},
+                                       {"max_threads", absl::StrCat(s.hud_max_threads)},
                                        {"priority", "2"}};
     hud_options.threads = s.hud_threads;
     hud_options.timeout = s.hud_timeout;
@@ -424,7 +425,9 @@ absl::StatusOr<StatsSettings> LoadSettings(Config& config, const service::Common
   s.rollup_window_interval = config.Duration("stats.rollup_window_interval", 60s, 0ms, 24h);
   s.queue_snapshot_interval = config.Duration("stats.queue_snapshot_interval", 5min, 1s, 24h);
   s.snapshot_prune_interval = config.Duration("stats.snapshot_prune_interval", 10min, 1s, 24h);
-  s.hud_threads = static_cast<int>(config.Int("stats.hud_threads", 4, 1, 64));
+  // Two pages at once: with four, 200 readers cut ingestion to 79% of its
+  // unloaded rate on 2 cores; with two, it kept 93-107% (docs/benchmarks.md).
+  s.hud_threads = static_cast<int>(config.Int("stats.hud_threads", 2, 1, 64));
   s.hud_timeout = config.Duration("stats.hud_timeout", 10s, 1s, 10min);
   // A page answers before its request is given up on (503 at
   // http.handler_timeout), with time left to kill a query it gave up on:
@@ -442,6 +445,9 @@ absl::StatusOr<StatsSettings> LoadSettings(Config& config, const service::Common
   }
   s.hud_max_rows_to_read = config.Int("stats.hud_max_rows_to_read", 200'000'000, 1'000, 100'000'000'000);
   s.hud_max_memory_usage = config.Bytes("stats.hud_max_memory_usage", 1LL << 30, 16LL << 20, 256LL << 30);
+  // One core per HUD query by default: a page may be slower, but readers
+  // cannot take every core from the inserts.
+  s.hud_max_threads = static_cast<int>(config.Int("stats.hud_max_threads", 1, 1, 64));
   s.hud_cache_ttl = config.Duration("stats.hud_cache_ttl", 10s, 0ms, 10min);
   s.hud_max_days = static_cast<int>(config.Int("stats.hud_max_days", 90, 30, 365));
   s.ci_files_interval = config.Duration("stats.ci_files_interval", 5min, 1s, 24h);

@@ -32,6 +32,8 @@ TEST(StatsSettings, TheHudReadsAsAReadOnlyUserOfItsOwnWithinItsBounds) {
   EXPECT_EQ(s->hud_timeout, 10s);
   EXPECT_EQ(s->hud_max_days, 90);
   EXPECT_EQ(s->hud_cache_ttl, 10s);
+  EXPECT_EQ(s->hud_threads, 2);
+  EXPECT_EQ(s->hud_max_threads, 1) << "one core per HUD query: readers never take every core";
   EXPECT_GT(s->hud_max_rows_to_read, 0);
   EXPECT_GT(s->hud_max_memory_usage, 0);
 }

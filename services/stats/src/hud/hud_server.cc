@@ -167,13 +167,35 @@ void HudServer::Serve(const PageRoute& page, http::Request&& request, http::Resp
     pending_.push_back(Job{&page, std::move(key), std::move(params), deadline, std::move(responder)});
   }
   boost::asio::post(pool_, [this] { RunNext(); });
+  // Pages that waited their whole budget (behind pages more readers
+  // wanted) are answered now, not when a thread is free: their 503 must
+  // come before their request's handler deadline. No query runs for them.
+  for (Job& expired : TakeExpired()) {
+    Make(*expired.page, std::move(expired.key), {}, expired.deadline, std::move(expired.responder));
+  }
+}
+
+std::vector<HudServer::Job> HudServer::TakeExpired() {
+  std::vector<Job> expired;
+  auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(pending_mu_);
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->deadline > now) {
+      ++it;
+      continue;
+    }
+    expired.push_back(std::move(*it));
+    it = pending_.erase(it);
+  }
+  return expired;
 }
 
 void HudServer::RunNext() {
   std::optional<Job> job;
   {
     std::lock_guard lock(pending_mu_);
-    if (pending_.empty()) return;  // cannot happen: one task per job
+    // One task per job, but Serve may have answered this one already.
+    if (pending_.empty()) return;
     auto best = pending_.begin();
     size_t most = cache_.Waiting(best->key);
     for (auto it = std::next(pending_.begin()); it != pending_.end(); ++it) {

@@ -293,12 +293,22 @@ absl::StatusOr<std::string> CommitGridPage(const Params& params, PageContext& ct
 // ---- tier verdicts (the repo page and the tier page) ----
 
 absl::StatusOr<TierCache::Report> TierCache::Get(clickhouse::Client& client) {
-  std::lock_guard lock(mu_);
-  if (!report_) {
-    auto start = std::chrono::system_clock::now();
-    RELAY_ASSIGN_OR_RETURN(auto verdicts, TierReport(client));
-    report_ = Report{std::move(verdicts), start};
+  {
+    std::lock_guard lock(mu_);
+    if (report_) return *report_;
   }
+  // The first report: one page computes it, within its own budget; the
+  // others do not wait for it (a lock has no deadline), they say so.
+  std::unique_lock first(first_mu_, std::try_to_lock);
+  if (!first.owns_lock()) return absl::UnavailableError("the tier report is being computed");
+  {
+    std::lock_guard lock(mu_);
+    if (report_) return *report_;
+  }
+  auto start = std::chrono::system_clock::now();
+  RELAY_ASSIGN_OR_RETURN(auto verdicts, TierReport(client));
+  std::lock_guard lock(mu_);
+  if (!report_ || report_->computed_at <= start) report_ = Report{std::move(verdicts), start};
   return *report_;
 }
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -56,10 +57,10 @@ class Client {
                                               std::string_view body) = 0;
   // Closes the connection (the next Send opens a new one).
   virtual void Reset() = 0;
-  // The request timeout of the Sends that follow (ClientOptions::
-  // request_timeout until called): a caller with a deadline of its own
-  // (a page with a budget) gives each request what is left of it.
-  virtual void SetRequestTimeout(std::chrono::milliseconds timeout) = 0;
+  // The Sends that follow end by `deadline`, connecting included (each
+  // step still within its own timeout); nullopt (the default) lifts it. A
+  // caller with a budget of its own (a page's) passes its deadline.
+  virtual void SetDeadline(std::optional<std::chrono::steady_clock::time_point> deadline) = 0;
 };
 
 }  // namespace relay::http

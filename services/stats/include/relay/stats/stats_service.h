@@ -38,7 +38,7 @@ struct StatsSettings {
   std::chrono::milliseconds rollup_window_interval{60'000};  // one window recomputed at most this often
   std::chrono::milliseconds queue_snapshot_interval{300'000};  // the HUD's queue-time snapshot, this often
   std::chrono::milliseconds snapshot_prune_interval{600'000};  // superseded snapshot rows removed at most this often
-  int hud_threads = 4;                               // HUD pages rendered at once (hud/hud_server.h)
+  int hud_threads = 2;                               // HUD pages rendered at once (hud/hud_server.h)
   // A HUD page's whole budget from its request's arrival (its queries
   // included); at most http.handler_timeout less 3 s (the time a query
   // given up on takes to kill), so no query outlives its request.
@@ -47,6 +47,7 @@ struct StatsSettings {
   std::string hud_clickhouse_password;
   int64_t hud_max_rows_to_read = 200'000'000;        // per HUD query (ClickHouse's max_rows_to_read)
   int64_t hud_max_memory_usage = 1LL << 30;          // per HUD query (ClickHouse's max_memory_usage)
+  int hud_max_threads = 1;                           // per HUD query (ClickHouse's max_threads)
   std::chrono::milliseconds hud_cache_ttl{10'000};   // a HUD page's answer is reused this long
   int hud_max_days = 90;                             // the longest window a HUD page may be asked for
   std::chrono::milliseconds ci_files_interval{300'000};  // the published CI files (ci_files.h), recomputed this often

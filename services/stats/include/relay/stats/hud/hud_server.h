@@ -89,6 +89,8 @@ class HudServer {
   // for (the oldest of those), so a crowd's page is not stuck behind pages
   // one reader each asked for.
   void RunNext();
+  // Removes the pending jobs past their deadline (to be answered 503).
+  std::vector<Job> TakeExpired();
   // Makes the page on a thread of the pool; answers every request waiting for it.
   void Make(const PageRoute& page, std::string key, Params params, std::chrono::steady_clock::time_point deadline,
             http::Responder responder);

@@ -39,7 +39,8 @@ namespace relay::stats::hud {
 // and its verdicts are judged over days. relay-stats recomputes it in the
 // background (Refresh, every HudOptions::tier_report_interval); pages show
 // the last one computed, with its time, and compute it themselves only
-// while there is none yet. Thread-safe.
+// while there is none yet (one page at a time; the others get Unavailable
+// rather than wait past their budget). Thread-safe.
 class TierCache {
  public:
   struct Report {
@@ -50,7 +51,8 @@ class TierCache {
   absl::Status Refresh(clickhouse::Client& client);
 
  private:
-  std::mutex mu_;  // guards report_; held while the first report is computed
+  std::mutex mu_;        // guards report_
+  std::mutex first_mu_;  // held by the one page computing the first report
   std::optional<Report> report_;
 };
 
