@@ -27,6 +27,7 @@
 
 #include <boost/json.hpp>
 
+#include "relay/base/digest.h"
 #include "relay/auth/relay_token.h"
 #include "relay/github/webhook_signature.h"
 #include "relay/kafka/producer.h"
@@ -148,7 +149,7 @@ class DispatchStack {
     }
     r.set_repository(upstream_);
     r.set_body(p.body);
-    auto digest = github::Sha256(p.body);
+    auto digest = Sha256(p.body);
     r.set_body_sha256(digest.data(), digest.size());
     r.set_content_type("application/json");
     r.set_received_at_unix_ms(received_at_ms_ ? received_at_ms_ : NowMs());

@@ -15,6 +15,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "relay/base/digest.h"
 #include "relay/github/webhook_signature.h"
 #include "relay/v1/webhook.pb.h"
 #include "support/fixtures.h"
@@ -407,7 +408,7 @@ TEST_F(IntakeIT, AKnownDeliveryIdWithAnotherBodyIsRecordedAsAConflict) {
   std::set<std::string> bodies;
   for (const auto& r : topic[run + "x"]) {
     bodies.insert(r.body());
-    auto digest = github::Sha256(r.body());
+    auto digest = Sha256(r.body());
     EXPECT_EQ(r.body_sha256(), std::string(digest.begin(), digest.end()));
     for (const auto& h : r.headers()) EXPECT_NE(h.name(), "x-hub-signature-256") << "signature kept in the record";
   }

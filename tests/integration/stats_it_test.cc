@@ -19,6 +19,7 @@
 
 #include <boost/json.hpp>
 
+#include "relay/base/digest.h"
 #include "relay/clickhouse/client.h"
 #include "relay/github/webhook_signature.h"
 #include "relay/kafka/consumer.h"
@@ -60,8 +61,9 @@ std::string Trim(std::string s) {
   return s;
 }
 
-std::string Sha256(std::string_view data) {
-  auto d = github::Sha256(data);
+// The raw 32 bytes (WebhookRecord.body_sha256).
+std::string Sha256Bytes(std::string_view data) {
+  auto d = relay::Sha256(data);
   return std::string(reinterpret_cast<const char*>(d.data()), d.size());
 }
 
@@ -283,7 +285,7 @@ Traffic MakeTraffic(const std::string& tag, int deliveries) {
     w.set_received_at_unix_ms(now - 3'600'000);
     w.set_body(p.body);
     w.set_content_type("application/json");
-    w.set_body_sha256(Sha256(p.body));
+    w.set_body_sha256(Sha256Bytes(p.body));
     t.webhooks.emplace_back(w.delivery_id(), w.SerializeAsString());
     if (p.event == "workflow_job") {
       int64_t id = doc.at("workflow_job").at("id").to_number<int64_t>();
@@ -711,7 +713,7 @@ std::pair<std::string, std::string> IssueWebhook(const std::string& delivery, co
   w.set_received_at_unix_ms(NowMs() - age_ms);
   w.set_body(payload);
   w.set_content_type("application/json");
-  w.set_body_sha256(Sha256(payload));
+  w.set_body_sha256(Sha256Bytes(payload));
   return {repo, w.SerializeAsString()};
 }
 

@@ -18,13 +18,13 @@
 // it back could repeat them. Its age counts from the earlier of the dead
 // letter's time and, for a webhook, intake's receipt of it.
 #include <iostream>
-#include <future>
 #include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "relay/base/status.h"
 #include "relay/dispatch/ledger.h"
 #include "relay/kafka/admin.h"
 #include "relay/kafka/cluster_admin.h"
@@ -306,10 +306,7 @@ int Redrive(const Context& ctx, const std::vector<std::string>& args) {
   auto mark = [&]() -> absl::Status {
     for (const auto& [partition, list] : done) {
       kafka::Record marker{topic, "relay-redrive", "", {{kRedriveMarker, absl::StrJoin(list, ",")}}, partition};
-      std::promise<absl::Status> acked;
-      auto f = acked.get_future();
-      (*producer)->Send(std::move(marker), [&acked](absl::Status s) { acked.set_value(std::move(s)); });
-      if (auto s = f.get(); !s.ok()) return s;
+      RELAY_RETURN_IF_ERROR(kafka::SendAndWait(**producer, std::move(marker)));
     }
     return absl::OkStatus();
   };
@@ -325,10 +322,7 @@ int Redrive(const Context& ctx, const std::vector<std::string>& args) {
     if (d.source_partition >= 0 && d.source_partition < all_topics->at(d.source_topic)) {
       out.partition = d.source_partition;
     }
-    std::promise<absl::Status> acked;
-    auto f = acked.get_future();
-    (*producer)->Send(std::move(out), [&acked](absl::Status s) { acked.set_value(std::move(s)); });
-    if (auto s = f.get(); !s.ok()) {
+    if (auto s = kafka::SendAndWait(**producer, std::move(out)); !s.ok()) {
       progress.Finish();
       (void)mark();
       return Fail(kFailed, "redrive of " + topic + " " + std::to_string(d.partition) + "/" + std::to_string(d.offset) +

@@ -1,7 +1,6 @@
 // relayctl redeliveries: the GitHub redelivery reconciler's state (its log,
 // github.redeliveries: the last checkpoint, the guids it asked GitHub to
 // deliver again and the answers), and `run`: ask it to scan now.
-#include <future>
 #include <iostream>
 #include <optional>
 #include <thread>
@@ -167,13 +166,9 @@ int Run(const Context& ctx, const std::string& topic, const Flags& flags) {
   po.client_id = "relayctl";
   auto producer = kafka::NewKafkaProducer(po, nullptr);
   if (!producer.ok()) return FailStatus(producer.status());
-  std::promise<std::pair<absl::Status, int64_t>> acked;
-  auto f = acked.get_future();
-  (*producer)->SendReported(kafka::MessageRecord(topic, "scan", rec), [&acked](absl::Status s, int64_t offset) {
-    acked.set_value({std::move(s), offset});
-  });
-  auto [sent, offset] = f.get();
-  if (!sent.ok()) return Fail(kFailed, "the scan request was not written: " + std::string(sent.message()));
+  auto sent = kafka::SendAndWaitForOffset(**producer, kafka::MessageRecord(topic, "scan", rec));
+  if (!sent.ok()) return Fail(kFailed, "the scan request was not written: " + std::string(sent.status().message()));
+  int64_t offset = *sent;
   if (!flags.Has("wait")) {
     if (ctx.json) PrintJson(json::object{{"asked", true}, {"since", FormatTime(since)}, {"offset", offset}});
     else std::cout << "asked relay-dispatch to scan deliveries since " << FormatTime(since) << "\n";

@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "relay/base/digest.h"
 #include "relay/github/webhook_signature.h"
 
 namespace relay::github {
@@ -14,8 +15,7 @@ std::string RequestId(std::initializer_list<std::string_view> parts) {
     joined.append(p.data(), p.size());
     joined.push_back('\n');
   }
-  auto digest = Sha256(joined);
-  return Hex(std::string_view(reinterpret_cast<const char*>(digest.data()), digest.size()));
+  return Sha256Hex(joined);
 }
 
 std::string CheckRunName(std::string_view downstream_repo, std::string_view workflow, std::string_view job) {

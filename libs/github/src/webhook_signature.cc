@@ -1,5 +1,6 @@
 #include "relay/github/webhook_signature.h"
 
+#include "relay/base/digest.h"
 #include "relay/base/status.h"
 
 #include <openssl/crypto.h>
@@ -105,25 +106,6 @@ bool WebhookJson(std::string_view content_type, const std::string& body, std::st
     }
   }
   return false;
-}
-
-std::string Hex(std::string_view bytes) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char b : bytes) {
-    out.push_back(kHex[b >> 4]);
-    out.push_back(kHex[b & 15]);
-  }
-  return out;
-}
-
-std::array<uint8_t, 32> Sha256(std::string_view body) {
-  std::array<uint8_t, 32> digest{};
-  unsigned int len = 0;
-  RELAY_CHECK(EVP_Digest(body.data(), body.size(), digest.data(), &len, EVP_sha256(), nullptr) == 1 &&
-              len == digest.size());
-  return digest;
 }
 
 std::string SignWebhook(std::string_view secret, std::string_view body) {

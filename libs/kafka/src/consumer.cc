@@ -304,6 +304,12 @@ absl::StatusOr<rd_kafka_t*> NewUngroupedConsumer(const std::string& what,
   return rk;
 }
 
+void CloseUngroupedConsumer(rd_kafka_t* rk) {
+  if (!rk) return;
+  rd_kafka_consumer_close(rk);
+  rd_kafka_destroy(rk);
+}
+
 ConsumedRecord ToRecord(const rd_kafka_message_t* m) {
   ConsumedRecord r;
   r.topic = rd_kafka_topic_name(m->rkt);

@@ -1,7 +1,6 @@
 #include "consumer_loop.h"
 
 #include <algorithm>
-#include <future>
 #include <thread>
 
 #include "absl/strings/cord.h"
@@ -194,10 +193,7 @@ absl::Status LoopConsumer::DeadLetter(const ConsumedRecord& record, const std::s
   dlq.headers.push_back({kDlqTopicHeader, record.topic});
   dlq.headers.push_back({kDlqPartitionHeader, std::to_string(record.partition)});
   dlq.headers.push_back({kDlqOffsetHeader, std::to_string(record.offset)});
-  auto acked = std::make_shared<std::promise<absl::Status>>();
-  auto future = acked->get_future();
-  dead_letters_->Send(std::move(dlq), [acked](absl::Status s) { acked->set_value(std::move(s)); });
-  absl::Status status = future.get();
+  absl::Status status = SendAndWait(*dead_letters_, std::move(dlq));
   if (status.ok()) {
     log::Warn("record dead-lettered", {{"topic", record.topic}, {"partition", record.partition},
                                        {"offset", record.offset}, {"reason", reason}});

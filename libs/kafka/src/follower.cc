@@ -25,10 +25,7 @@ class KafkaFollower final : public Follower {
   ~KafkaFollower() override {
     stop_ = true;
     if (thread_.joinable()) thread_.join();
-    if (rk_) {
-      rd_kafka_consumer_close(rk_);
-      rd_kafka_destroy(rk_);
-    }
+    internal::CloseUngroupedConsumer(rk_);
   }
 
   absl::Status Start() {

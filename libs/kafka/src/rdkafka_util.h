@@ -26,4 +26,7 @@ absl::StatusOr<rd_kafka_t*> NewUngroupedConsumer(const std::string& what,
                                                  std::vector<std::pair<std::string, std::string>> props,
                                                  const std::map<std::string, std::string>& extra);
 
+// Leaves and destroys a handle of NewUngroupedConsumer; nullptr is a no-op.
+void CloseUngroupedConsumer(rd_kafka_t* rk);
+
 }  // namespace relay::kafka::internal

@@ -11,12 +11,7 @@ namespace {
 class KafkaTopicReader final : public TopicReader {
  public:
   explicit KafkaTopicReader(ReaderOptions options) : options_(std::move(options)) {}
-  ~KafkaTopicReader() override {
-    if (rk_) {
-      rd_kafka_consumer_close(rk_);
-      rd_kafka_destroy(rk_);
-    }
-  }
+  ~KafkaTopicReader() override { internal::CloseUngroupedConsumer(rk_); }
 
   absl::Status Start() {
     auto rk = internal::NewUngroupedConsumer(

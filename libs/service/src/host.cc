@@ -23,56 +23,11 @@
 namespace relay::service {
 
 const std::set<std::string>& SuiteKeys() {
-  static const std::set<std::string> kKeys = {
-      // every service (host.cc)
-      "http.listen", "http.metrics_listen", "http.threads", "http.header_timeout", "http.idle_timeout", "http.body_timeout",
-      "http.handler_timeout", "http.max_connections", "http.max_body_bytes_in_flight", "http.drain_delay",
-      "http.drain_timeout", "log.level", "kafka.bootstrap", "kafka.client_id", "kafka.delivery_timeout",
-      "kafka.linger", "kafka.compression", "kafka.security_protocol", "kafka.sasl_mechanism",
-      "kafka.sasl_username", "kafka.sasl_password_file", "kafka.ssl_ca_file", "kafka.ssl_certificate_file",
-      "kafka.ssl_key_file",
-      // relay-intake
-      "intake.topic", "intake.topic_check_interval", "intake.max_body", "intake.webhook_secrets",
-      "intake.webhook_secrets_file", "intake.dedup_window", "intake.dedup_max_entries",
-      // relay-dispatch
-      "kafka.group_id", "kafka.session_timeout", "github.api_url", "github.app_id", "github.private_key_file", "github.max_writes_per_minute", "github.max_writes_per_hour",
-      "github.max_concurrency", "github.write_window", "github.budget_topic", "github.budget_lease", "github.request_timeout", "github.retry_deadline",
-      "github.ca_file", "allowlist.file", "allowlist.reload_interval", "tokens.keys_file", "tokens.ttl",
-      "dispatch.upstream_repo", "dispatch.batch_records", "dispatch.batch_wait", "dispatch.revoke_wait",
-      "kafka.max_poll_interval",
-      // relay-collector
-      "collector.oidc.issuer", "collector.oidc.audience", "collector.oidc.jwks_url", "collector.oidc.jwks_file",
-      "collector.providers_file", "collector.zombie_timeout", "collector.sweep_interval",
-      "collector.allow_missing_relay_token", "collector.rate_per_repo", "collector.burst_per_repo",
-      "collector.decision_timeout", "collector.history", "collector.batch_records", "collector.max_report_bytes",
-      "collector.max_uploads", "collector.report_batch_cases", "collector.grpc_listen",
-      "collector.report_timeout",
-      // relay-stats
-      "clickhouse.url", "clickhouse.database", "clickhouse.user", "clickhouse.password_file", "clickhouse.timeout",
-      "stats.batch_rows", "stats.batch_interval", "stats.max_buffer_bytes", "stats.rollup_interval", "stats.rollup_window_interval", "stats.snapshot_prune_interval",
-      "stats.hud_threads", "stats.hud_timeout", "stats.hud_clickhouse_user", "stats.hud_clickhouse_password_file",
-      "stats.hud_max_rows_to_read", "stats.hud_max_memory_usage", "stats.hud_max_threads", "stats.hud_cache_ttl", "stats.hud_max_days", "dispatch.redeliveries_topic", "dispatch.redelivery_group_id",
-      "dispatch.redelivery_interval", "dispatch.redelivery_window", "dispatch.redelivery_grace",
-      "dispatch.redelivery_max_pages", "dispatch.redelivery_unsent_margin",
-      "dispatch.redelivery_max_per_scan", "stats.ci_files_interval", "stats.ci_files_dir",
-      "stats.ci_files_days", "stats.ci_slow_threshold", "stats.queue_snapshot_interval",
-      "stats.ci_files_max_bytes", "stats.ci_files_upstreams", "stats.ci_disabled_associations",
-      "stats.ci_disabled_user_ids", "stats.ci_disabled_days",
-      "stats.topics.webhooks", "stats.topics.dispatches", "stats.topics.outcomes", "stats.topics.results",
-      "stats.topics.test_reports", "stats.topics.cluster_events",
-      // relay-lifecycle
-      "grpc.listen", "lifecycle.provider", "lifecycle.tokens_file", "lifecycle.oidc.issuer",
-      "lifecycle.oidc.audience", "lifecycle.oidc.jwks_url", "lifecycle.oidc.jwks_file", "lifecycle.oidc.team_claim", "lifecycle.oidc.allow",
-      "lifecycle.providers_file", "lifecycle.tls.cert_file", "lifecycle.tls.key_file", "lifecycle.tls.client_ca_file",
-      "lifecycle.pools_file", "lifecycle.state_dir", "lifecycle.owner", "lifecycle.runtime_dir", "lifecycle.local.team", "lifecycle.local.run_as", "lifecycle.local.ray_temp_root",
-      "lifecycle.local.uid_range", "lifecycle.topics.clusters",
-      "lifecycle.topics.events", "lifecycle.topics.leader", "lifecycle.topics.webhooks", "lifecycle.reconcile_interval",
-      "lifecycle.stop_grace", "lifecycle.provision_timeout", "lifecycle.usage_interval", "lifecycle.sweep_interval",
-      "lifecycle.max_lifetime", "lifecycle.max_nodes_per_group", "lifecycle.max_clusters_per_team",
-      "lifecycle.leader_session_timeout", "lifecycle.ray_bin", "lifecycle.kubernetes.api_url",
-      "lifecycle.kubernetes.token_file", "lifecycle.kubernetes.ca_file", "lifecycle.kubernetes.namespace",
-      "lifecycle.kubernetes.image", "lifecycle.kubernetes.ray_image", "lifecycle.kubernetes.ray_auth",
-  };
+  static const std::set<std::string> kKeys = [] {
+    std::set<std::string> all;
+    for (const auto& [program, keys] : DeclaredKeys()) all.insert(keys.begin(), keys.end());
+    return all;
+  }();
   return kKeys;
 }
 
@@ -352,6 +307,16 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(Definition definition, Config 
   // security setting per process).
   kafka::Security kafka_security = kafka::ReadSecurity(config);
   absl::StatusOr<Starter> starter = definition.configure(config, common);
+  // A key the service read but did not declare would be unknown to the
+  // other programs' checks: refused here, so no such key can ship.
+  if (auto own = DeclaredKeys().find(definition.name); own != DeclaredKeys().end()) {
+    const std::set<std::string>& every = DeclaredKeys().at("");
+    for (const std::string& key : config.keys_read()) {
+      if (!own->second.count(key) && !every.count(key)) {
+        config.Fail(key, "read by " + definition.name + " but not declared in its config-keys.txt");
+      }
+    }
+  }
   // Every configuration problem at once: the service's own error (if it
   // returned one) and all that the config recorded.
   config.AlsoKnown(SuiteKeys());

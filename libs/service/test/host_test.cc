@@ -92,6 +92,29 @@ TEST(HostTest, EveryConfigurationErrorIsReportedAtOnce) {
   EXPECT_THAT(message, HasSubstr("RELAY_HTTP_IDEL_TIMEOUT: unknown variable"));
 }
 
+TEST(HostTest, AServiceThatReadsAKeyItDidNotDeclareIsRefused) {
+  // The demo under a declared program's name: relay-intake's
+  // config-keys.txt has no demo.greeting.
+  Journal journal;
+  Definition demo = Demo(&journal);
+  demo.name = "relay-intake";
+  auto host = Host::Start(std::move(demo), MakeConfig({}));
+  ASSERT_FALSE(host.ok());
+  EXPECT_THAT(std::string(host.status().message()),
+              HasSubstr("demo.greeting (RELAY_DEMO_GREETING): read by relay-intake but not declared in its config-keys.txt"));
+}
+
+TEST(HostTest, EachDeclarationIsInTheSuitesKeys) {
+  const auto& declared = DeclaredKeys();
+  for (const char* program : {"", "relay-intake", "relay-dispatch", "relay-collector", "relay-stats", "relay-lifecycle"}) {
+    ASSERT_TRUE(declared.count(program)) << "no config-keys.txt for '" << program << "'";
+    EXPECT_FALSE(declared.at(program).empty()) << program;
+    for (const auto& key : declared.at(program)) EXPECT_TRUE(SuiteKeys().count(key)) << key;
+  }
+  EXPECT_TRUE(declared.at("").count("http.listen"));
+  EXPECT_TRUE(declared.at("relay-dispatch").count("dispatch.batch_linger"));
+}
+
 TEST(HostTest, ADrainThatCannotFinishRequestsInFlightIsRefusedOrReportedAsUnclean) {
   Journal journal;
   // Zero would cut off every request in flight; a handler deadline past the

@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 
 #include "absl/strings/ascii.h"
+#include "relay/base/json_fields.h"
 #include "relay/github/check_runs.h"
 
 namespace relay::collector {
@@ -11,17 +12,6 @@ namespace {
 namespace json = boost::json;
 
 absl::Status Bad(std::string reason) { return absl::InvalidArgumentError(std::move(reason)); }
-
-const json::object* Obj(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return v && v->is_object() ? &v->as_object() : nullptr;
-}
-
-std::string Str(const json::object* o, std::string_view key) {
-  if (!o) return "";
-  const json::value* v = o->if_contains(key);
-  return v && v->is_string() ? std::string(v->as_string()) : "";
-}
 
 // A field that must be a string (or absent/null when `required` is false),
 // at most kMaxNameBytes, written "workflow.<key>" in reasons.
@@ -76,14 +66,14 @@ bool IsHexSha(std::string_view s) {
 // Upstream repo, PR number and head sha from the echoed payload (whole or
 // slimmed: dispatch keeps these fields either way).
 void FromPayload(const json::object& payload, v1::CallbackRequest& r) {
-  r.set_upstream_repo(Str(Obj(payload, "repository"), "full_name"));
-  const json::object* pr = Obj(payload, "pull_request");
+  r.set_upstream_repo(std::string(StringField(ObjectField(payload, "repository"), "full_name")));
+  const json::object* pr = ObjectField(payload, "pull_request");
   const json::value* number = payload.if_contains("number");
   if (number && number->is_int64()) r.set_pr_number(number->as_int64());
   else if (pr && pr->if_contains("number") && pr->at("number").is_int64()) r.set_pr_number(pr->at("number").as_int64());
-  std::string sha = pr ? Str(Obj(*pr, "head"), "sha") : "";
-  if (sha.empty()) sha = Str(&payload, "after");
-  if (sha.empty()) sha = Str(Obj(payload, "head_commit"), "id");
+  std::string sha = pr ? std::string(StringField(ObjectField(*pr, "head"), "sha")) : "";
+  if (sha.empty()) sha = std::string(StringField(payload, "after"));
+  if (sha.empty()) sha = std::string(StringField(ObjectField(payload, "head_commit"), "id"));
   r.set_head_sha(sha);
 }
 
@@ -132,7 +122,7 @@ absl::StatusOr<ParsedCallback> ParseCallback(std::string_view body) {
     r.set_head_sha(r.delivery_id());
   }
 
-  const json::object* w = Obj(o, "workflow");
+  const json::object* w = ObjectField(o, "workflow");
   if (!w) return Bad("workflow is required (an object)");
   const json::value* version = w->if_contains("schema_version");
   if (!version || !((version->is_string() && version->as_string() == "1") || (version->is_int64() && version->as_int64() == 1))) {

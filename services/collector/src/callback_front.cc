@@ -10,6 +10,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "relay/base/json_fields.h"
+#include "relay/base/digest.h"
 #include "relay/base/log.h"
 #include "relay/base/random.h"
 #include "relay/collector/callback.h"
@@ -19,13 +21,6 @@ namespace relay::collector {
 namespace {
 
 namespace bhttp = boost::beast::http;
-
-std::string JsonString(std::string_view s) { return boost::json::serialize(boost::json::string_view(s.data(), s.size())); }
-
-std::string Sha256Hex(std::string_view data) {
-  auto digest = github::Sha256(data);
-  return github::Hex(std::string_view(reinterpret_cast<const char*>(digest.data()), digest.size()));
-}
 
 }  // namespace
 
@@ -83,7 +78,7 @@ std::variant<http::Response, CallbackFront::Caller> CallbackFront::Authenticate(
   if (entry->level == allowlist::Level::kL1) {
     // Acknowledged, not recorded: a repo demoted to L1 keeps a green CI.
     return Answer(200, "ignored", "level_L1",
-                  ",\"detail\":" + JsonString(entry->repo + " is at level L1: results are not recorded"));
+                  ",\"detail\":" + JsonQuote(entry->repo + " is at level L1: results are not recorded"));
   }
   if (int wait = limiter_.Take(entry->repo, p_.clock->Now()); wait > 0) {
     auto r = Refuse(429, "rate_limited", "more than the per-repository callback rate; retry later", entry->repo);
@@ -122,19 +117,19 @@ std::optional<http::Response> CallbackFront::CheckRelayToken(const std::string& 
 
 http::Response CallbackFront::Answer(int status, const std::string& outcome, const std::string& reason, std::string_view extra) {
   callbacks_.Add({{"outcome", outcome}, {"reason", reason}}).Increment();
-  return http::MakeResponse(status, "{\"status\":" + JsonString(outcome) + ",\"reason\":" + JsonString(reason) +
+  return http::MakeResponse(status, "{\"status\":" + JsonQuote(outcome) + ",\"reason\":" + JsonQuote(reason) +
                                         std::string(extra) + "}");
 }
 
 http::Response CallbackFront::Refuse(int status, const std::string& reason, const std::string& detail, const std::string& repo) {
   log::Info("callback refused", {{"status", status}, {"reason", reason}, {"detail", detail}, {"repo", repo}});
   callbacks_.Add({{"outcome", "refused"}, {"reason", reason}}).Increment();
-  return http::MakeResponse(status, "{\"error\":" + JsonString(detail) + ",\"reason\":" + JsonString(reason) + "}");
+  return http::MakeResponse(status, "{\"error\":" + JsonQuote(detail) + ",\"reason\":" + JsonQuote(reason) + "}");
 }
 
 http::Response CallbackFront::Unavailable(const std::string& detail) {
   callbacks_.Add({{"outcome", "unavailable"}, {"reason", "not_durable"}}).Increment();
-  auto r = http::MakeResponse(503, "{\"error\":" + JsonString(detail) + "}");
+  auto r = http::MakeResponse(503, "{\"error\":" + JsonQuote(detail) + "}");
   r.set(bhttp::field::retry_after, "5");
   return r;
 }
@@ -235,7 +230,7 @@ std::variant<http::Response, std::shared_ptr<http::BodyStream>> CallbackFront::H
   }
   auto stream = p_.reports->Begin(std::move(t));
   if (!stream.ok()) {
-    auto r = http::MakeResponse(http::StatusToHttp(stream.status()), "{\"error\":" + JsonString(std::string(stream.status().message())) + "}");
+    auto r = http::MakeResponse(http::StatusToHttp(stream.status()), "{\"error\":" + JsonQuote(std::string(stream.status().message())) + "}");
     if (absl::IsUnavailable(stream.status())) r.set(bhttp::field::retry_after, "5");
     return r;
   }
@@ -269,12 +264,12 @@ void CallbackFront::OnDecision(const kafka::ConsumedRecord& r) {
 // Answers the caller waiting for `d` (if it still waits).
 void CallbackFront::Decided(const v1::CallbackDecision& d) {
   http::Response response;
-  std::string extra = ",\"job_id\":" + JsonString(d.job_id()) + ",\"state\":" + JsonString(d.state());
+  std::string extra = ",\"job_id\":" + JsonQuote(d.job_id()) + ",\"state\":" + JsonQuote(d.state());
   if (d.outcome() == "refused") {
     std::string reason = d.http_status() == 404 ? "no_dispatch" : d.http_status() == 401 ? "token_reused" : "conflict";
     callbacks_.Add({{"outcome", "refused"}, {"reason", reason}}).Increment();
-    response = http::MakeResponse(d.http_status(), "{\"error\":" + JsonString(d.reason()) + ",\"reason\":" +
-                                                       JsonString(reason) + extra + "}");
+    response = http::MakeResponse(d.http_status(), "{\"error\":" + JsonQuote(d.reason()) + ",\"reason\":" +
+                                                       JsonQuote(reason) + extra + "}");
   } else {
     response = Answer(d.http_status(), d.outcome(), "ok", extra);
   }

@@ -1,7 +1,6 @@
 #include "relay/collector/collector_service.h"
 
 #include <atomic>
-#include <thread>
 
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
@@ -17,6 +16,7 @@
 #include "relay/collector/test_reports.h"
 #include "relay/kafka/follower.h"
 #include "relay/kafka/reader.h"
+#include "relay/service/group_consumer.h"
 
 namespace relay::collector {
 namespace {
@@ -125,21 +125,16 @@ class CollectorService final : public service::Service {
     RELAY_ASSIGN_OR_RETURN(labels_, runtime.factories().follower(fo, [this](const kafka::ConsumedRecord& r) { owner_->OnLabels(r); }));
     labels_follower_ = labels_.get();
 
-    kafka::ConsumerOptions co;
-    co.bootstrap = s.kafka.bootstrap;
-    co.group_id = s.group_id;
-    co.client_id = s.kafka.client_id;
-    co.topics = {s.topics.callbacks, s.topics.dispatches};
+    kafka::ConsumerOptions co = service::GroupOptions(s.kafka, s.group_id, {s.topics.callbacks, s.topics.dispatches});
     co.retry_backoff_min = 100ms;
     co.retry_backoff_max = 2s;
     // Range hands partition p of both topics to the same member.
     co.extra["partition.assignment.strategy"] = "range";
-    co.extra["session.timeout.ms"] = std::to_string(s.session_timeout.count());
-    co.extra["heartbeat.interval.ms"] = std::to_string(std::max<int64_t>(1000, s.session_timeout.count() / 3));
+    service::SetSessionTimeout(co, s.session_timeout);
     co.extra["fetch.wait.max.ms"] = "5";
     co.on_assign = [this](const std::vector<kafka::TopicPartition>& tps) { return owner_->Assigned(tps); };
     co.on_revoke = [this](const std::vector<kafka::TopicPartition>& tps) { owner_->Revoked(tps); };
-    RELAY_ASSIGN_OR_RETURN(consumer_, runtime.factories().consumer(co, producer_.get(), &metrics));
+    RELAY_ASSIGN_OR_RETURN(consumer_, service::GroupConsumer::Open(runtime, std::move(co), producer_.get()));
 
     runtime.router().Add(
         bhttp::verb::post, "/github/callback",
@@ -166,10 +161,6 @@ class CollectorService final : public service::Service {
           .Set(grpc_->port());
     }
 
-    runtime.AddReadinessCheck("kafka", [p = producer_.get()] {
-      return p->Connected() ? absl::OkStatus() : absl::UnavailableError("no broker connection");
-    });
-    runtime.AddReadinessCheck("consumer", [c = consumer_.get()] { return c->Health(); });
     runtime.AddReadinessCheck("decisions", [this] {
       RELAY_RETURN_IF_ERROR(decisions_->Health());
       return decisions_->CaughtUp() ? absl::OkStatus() : absl::UnavailableError("not yet following " + settings_.topics.decisions);
@@ -196,12 +187,7 @@ class CollectorService final : public service::Service {
     kafka::BatchOptions batches;
     batches.max_records = s.batch_records;
     batches.max_wait = 2ms;  // a caller is waiting for each decision
-    // A loop that ends with an error (a fatal client error, a dead-letter
-    // topic refusing records) must not leave a process that looks alive.
-    consumer_thread_ = std::thread([this, batches, &runtime] {
-      absl::Status ended = consumer_->RunBatches(batches, [this](kafka::Batch& b) { return owner_->HandleBatch(b); });
-      if (!ended.ok()) runtime.Fatal("consumer", ended);
-    });
+    consumer_->Start(batches, [this](kafka::Batch& b) { return owner_->HandleBatch(b); });
     log::Info("relay-collector configured", {{"partitions", callbacks},
                                              {"repos", static_cast<int64_t>(allowlist_->Current()->entries().size())},
                                              {"legacy_tokenless", s.allow_missing_relay_token}});
@@ -211,7 +197,6 @@ class CollectorService final : public service::Service {
   void Stop() {
     if (stopping_.exchange(true)) return;
     if (consumer_) consumer_->Stop();
-    if (consumer_thread_.joinable()) consumer_thread_.join();
     if (front_) front_->Close();
   }
 
@@ -226,12 +211,11 @@ class CollectorService final : public service::Service {
   std::unique_ptr<ReportUploads> reports_;
   std::unique_ptr<CallbackFront> front_;
   std::unique_ptr<JobOwner> owner_;
-  std::unique_ptr<kafka::Consumer> consumer_;
+  std::unique_ptr<service::GroupConsumer> consumer_;
   std::unique_ptr<kafka::Follower> decisions_;
   std::unique_ptr<kafka::Follower> labels_;
   std::atomic<kafka::Follower*> labels_follower_{nullptr};  // labels_, for its own callbacks
   std::unique_ptr<GrpcApi> grpc_;
-  std::thread consumer_thread_;
   std::atomic<bool> stopping_{false};
 
   prometheus::Family<prometheus::Counter>& jwks_;
@@ -276,13 +260,7 @@ absl::StatusOr<CollectorSettings> LoadSettings(Config& config, const service::Co
 }
 
 service::Definition Definition() {
-  return {"relay-collector",
-          [](Config& config, const service::CommonSettings& common) -> absl::StatusOr<service::Starter> {
-            RELAY_ASSIGN_OR_RETURN(CollectorSettings settings, LoadSettings(config, common));
-            return service::Starter([settings = std::move(settings)](service::Runtime& runtime) mutable {
-              return CollectorService::Start(std::move(settings), runtime);
-            });
-          }};
+  return service::Define("relay-collector", LoadSettings, CollectorService::Start);
 }
 
 }  // namespace relay::collector

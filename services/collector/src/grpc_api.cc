@@ -10,6 +10,8 @@
 #include <boost/url.hpp>
 
 #include "relay/base/log.h"
+#include "relay/base/status.h"
+#include "relay/grpc/server.h"
 #include "relay/v1/collector_api.grpc.pb.h"
 
 namespace relay::collector {
@@ -171,29 +173,21 @@ class GrpcApiImpl final : public GrpcApi {
   ~GrpcApiImpl() override { Shutdown(std::chrono::milliseconds(0)); }
 
   absl::Status Start(const std::string& listen) {
-    grpc::ServerBuilder builder;
     // Credentials are the OIDC bearer token of each call; TLS is the
     // balancer's in front, as for the HTTP routes.
-    builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port_);
-    builder.RegisterService(&service_);
-    // Test reports stream in 64 KiB-ish messages; allow some slack.
-    builder.SetMaxReceiveMessageSize(4 * 1024 * 1024);
-    server_ = builder.BuildAndStart();
-    if (!server_ || port_ == 0) return absl::InvalidArgumentError("gRPC: cannot listen on " + listen);
+    grpc_server::Options o;
+    o.max_receive_bytes = 4 * 1024 * 1024;  // test reports stream in 64 KiB-ish messages; some slack
+    RELAY_ASSIGN_OR_RETURN(server_, grpc_server::Server::Start(listen, &service_, std::move(o)));
     return absl::OkStatus();
   }
-  int port() const override { return port_; }
+  int port() const override { return server_ ? server_->port() : 0; }
   void Shutdown(std::chrono::milliseconds deadline) override {
-    if (!server_) return;
-    server_->Shutdown(std::chrono::system_clock::now() + deadline);
-    server_->Wait();
-    server_.reset();
+    if (server_) server_->Shutdown(deadline);
   }
 
  private:
   Service service_;
-  std::unique_ptr<grpc::Server> server_;
-  int port_ = 0;
+  std::unique_ptr<grpc_server::Server> server_;
 };
 
 }  // namespace

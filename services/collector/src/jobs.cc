@@ -3,6 +3,7 @@
 #include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "relay/base/digest.h"
 #include "relay/base/status.h"
 #include "relay/github/webhook_signature.h"
 #include "relay/collector/callback.h"
@@ -91,14 +92,14 @@ Jobs::JobKey Jobs::KeyOf(const std::string& job_id) {
     std::memcpy(key.data(), raw.data(), key.size());
     return key;
   }
-  auto digest = github::Sha256(job_id);
+  auto digest = Sha256(job_id);
   std::memcpy(key.data(), digest.data(), key.size());
   return key;
 }
 
 uint32_t Jobs::PrKey(const std::string& upstream_repo, int64_t pr_number) {
   if (pr_number <= 0 || upstream_repo.empty()) return 0;
-  auto digest = github::Sha256(Lower(upstream_repo) + "#" + std::to_string(pr_number));
+  auto digest = Sha256(Lower(upstream_repo) + "#" + std::to_string(pr_number));
   uint32_t k;
   std::memcpy(&k, digest.data(), sizeof k);
   return k == 0 ? 1 : k;

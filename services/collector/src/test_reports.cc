@@ -12,6 +12,7 @@
 
 #include <boost/json.hpp>
 
+#include "relay/base/digest.h"
 #include "relay/base/log.h"
 #include "relay/base/status.h"
 #include "relay/collector/callback.h"
@@ -40,7 +41,7 @@ FILE* NewSpool() {
 }
 
 std::string HexDigest(const unsigned char* d, size_t n) {
-  return github::Hex(std::string_view(reinterpret_cast<const char*>(d), n));
+  return Hex(std::string_view(reinterpret_cast<const char*>(d), n));
 }
 
 }  // namespace

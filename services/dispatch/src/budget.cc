@@ -50,7 +50,7 @@ std::optional<Budget::TimePoint> Budget::AcquireLocked(int64_t installation, boo
   }
   if (write) {
     ExpireWindowLocked(now);
-    if (static_cast<int64_t>(writes_.size()) + writes_in_flight_ >= options_.max_writes_per_window) {
+    if (static_cast<int64_t>(writes_.size()) + writes_in_flight_ >= options_.max_writes_per_minute) {
       // The oldest answered write leaves the window first; with none
       // answered yet, look again shortly.
       return writes_.empty() ? now + std::chrono::milliseconds(20) : writes_.front() + options_.window;
@@ -138,7 +138,7 @@ int64_t Budget::Remaining(int64_t installation) const {
 int64_t Budget::WritesLeftInWindow() const {
   std::lock_guard lock(mu_);
   ExpireWindowLocked(clock_->Now());
-  return std::min(options_.max_writes_per_window - static_cast<int64_t>(writes_.size()),
+  return std::min(options_.max_writes_per_minute - static_cast<int64_t>(writes_.size()),
                   options_.max_writes_per_hour - static_cast<int64_t>(hour_.size())) -
          writes_in_flight_;
 }

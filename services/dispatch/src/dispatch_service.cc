@@ -18,6 +18,7 @@
 #include "relay/dispatch/replay_guard.h"
 #include "relay/github/api.h"
 #include "relay/kafka/reader.h"
+#include "relay/service/group_consumer.h"
 #include "relay/v1/dispatch.pb.h"
 #include "relay/v1/webhook.pb.h"
 
@@ -241,17 +242,12 @@ class DispatchService final : public service::Service {
         metrics);
     RELAY_RETURN_IF_ERROR(reconciler_->Start());
 
-    kafka::ConsumerOptions co;
-    co.bootstrap = s.kafka.bootstrap;
-    co.group_id = s.group_id;
-    co.client_id = s.kafka.client_id;
-    co.topics = {s.topics.webhooks, s.topics.requests};
+    kafka::ConsumerOptions co = service::GroupOptions(s.kafka, s.group_id, {s.topics.webhooks, s.topics.requests});
     // A batch waits batch_wait for its writes before it is retried: the
     // consumer's own backoff on top of that stays short.
     co.retry_backoff_min = 100ms;
     co.retry_backoff_max = 1s;
-    co.extra["session.timeout.ms"] = std::to_string(s.session_timeout.count());
-    co.extra["heartbeat.interval.ms"] = std::to_string(std::max<int64_t>(1000, s.session_timeout.count() / 3));
+    service::SetSessionTimeout(co, s.session_timeout);
     // Set, not left to librdkafka's default: revoke_wait is bounded by it.
     co.extra["max.poll.interval.ms"] = std::to_string(s.max_poll_interval.count());
     co.on_assign = [this](const std::vector<TopicPartition>& tps) {
@@ -263,12 +259,7 @@ class DispatchService final : public service::Service {
       return webhooks ? label_facts_table_->Load() : absl::OkStatus();
     };
     co.on_revoke = [this](const std::vector<TopicPartition>& tps) { Revoked(tps); };
-    RELAY_ASSIGN_OR_RETURN(consumer_, runtime.factories().consumer(co, producer_.get(), &metrics));
-
-    runtime.AddReadinessCheck("kafka", [p = producer_.get()] {
-      return p->Connected() ? absl::OkStatus() : absl::UnavailableError("no broker connection");
-    });
-    runtime.AddReadinessCheck("consumer", [c = consumer_.get()] { return c->Health(); });
+    RELAY_ASSIGN_OR_RETURN(consumer_, service::GroupConsumer::Open(runtime, std::move(co), producer_.get()));
     runtime.AddReadinessCheck("budget", [b = budget_.get()] { return b->Health(); });
     runtime.Every(s.allowlist_reload, [this] { (void)allowlist_->Refresh(); });
     runtime.Every(1s, [this] { budget_gauge_.Set(static_cast<double>(budget_->WritesLeftInWindow())); });
@@ -276,17 +267,12 @@ class DispatchService final : public service::Service {
     kafka::BatchOptions batches;
     batches.max_records = s.batch_records;
     batches.max_wait = s.batch_linger;  // short: a dispatch's latency starts at the webhook
-    // A loop that ends with an error (a fatal client error, a dead-letter
-    // topic refusing records) must not leave a process that looks alive.
-    consumer_thread_ = std::thread([this, batches, &runtime] {
-      absl::Status ended = consumer_->RunBatches(batches, [this](kafka::Batch& b) { return HandleBatch(b); });
-      if (!ended.ok()) runtime.Fatal("consumer", ended);
-    });
+    consumer_->Start(batches, [this](kafka::Batch& b) { return HandleBatch(b); });
     log::Info("relay-dispatch configured",
               {{"upstream", s.planner.upstream_repo},
                {"api", s.api_url},
                {"repos", static_cast<int64_t>(allowlist_->Current()->entries().size())},
-               {"max_writes_per_window", s.budget.max_writes_per_window},
+               {"max_writes_per_minute", s.budget.max_writes_per_minute},
                {"ledger_retention_ms", ledger_retention_ms_},
                {"concurrency", s.scheduler.concurrency}});
     return absl::OkStatus();
@@ -295,7 +281,6 @@ class DispatchService final : public service::Service {
   void Stop() {
     if (stopping_.exchange(true)) return;
     if (consumer_) consumer_->Stop();
-    if (consumer_thread_.joinable()) consumer_thread_.join();
     if (reconciler_) reconciler_->Stop();  // submits to the scheduler: stopped first
     if (scheduler_) scheduler_->Stop();
     // No call is in progress: what this instance holds of the shared
@@ -366,7 +351,7 @@ class DispatchService final : public service::Service {
     // In order, each once: sent again after a newer one (a batch that comes
     // again), an older fact would be the PR's last record for a while.
     for (RecordPlan* fact : facts) {
-      RELAY_RETURN_IF_ERROR(SendAndWait(producer_.get(), *fact->labels));
+      RELAY_RETURN_IF_ERROR(kafka::SendAndWait(*producer_, *fact->labels));
       fact->labels_sent = true;
     }
     // Writes go on in the background; the batch is done when they are.
@@ -667,7 +652,7 @@ class DispatchService final : public service::Service {
   // committed and the write counts as in flight at the stop).
   bool SendUntilAcked(kafka::Record record) {
     for (auto backoff = 100ms;; backoff = std::min(backoff * 2, std::chrono::milliseconds(5000))) {
-      absl::Status s = SendAndWait(producer_.get(), record);
+      absl::Status s = kafka::SendAndWait(*producer_, record);
       if (s.ok()) return true;
       log::Warn("recording a GitHub write failed; retrying", {{"topic", record.topic}, {"error", std::string(s.message())}});
       if (stopped_) return false;
@@ -710,8 +695,7 @@ class DispatchService final : public service::Service {
   std::unique_ptr<SharedBudget> budget_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Reconciler> reconciler_;
-  std::unique_ptr<kafka::Consumer> consumer_;
-  std::thread consumer_thread_;
+  std::unique_ptr<service::GroupConsumer> consumer_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> stopped_{false};  // result recording gives up from here on
   std::mutex retry_mu_;
@@ -727,13 +711,7 @@ class DispatchService final : public service::Service {
 }  // namespace
 
 service::Definition Definition() {
-  return {"relay-dispatch",
-          [](Config& config, const service::CommonSettings& common) -> absl::StatusOr<service::Starter> {
-            RELAY_ASSIGN_OR_RETURN(DispatchSettings settings, LoadSettings(config, common));
-            return service::Starter([settings = std::move(settings)](service::Runtime& runtime) mutable {
-              return DispatchService::Start(std::move(settings), runtime);
-            });
-          }};
+  return service::Define("relay-dispatch", LoadSettings, DispatchService::Start);
 }
 
 }  // namespace relay::dispatch

@@ -1,20 +1,11 @@
 #include "relay/dispatch/ledger.h"
 
-#include <future>
-
 #include "absl/strings/numbers.h"
 
 #include "relay/base/log.h"
 #include "relay/base/status.h"
 
 namespace relay::dispatch {
-
-absl::Status SendAndWait(kafka::Producer* producer, kafka::Record record) {
-  auto acked = std::make_shared<std::promise<absl::Status>>();
-  auto future = acked->get_future();
-  producer->Send(std::move(record), [acked](absl::Status s) { acked->set_value(std::move(s)); });
-  return future.get();
-}
 
 namespace {
 
@@ -109,7 +100,7 @@ absl::Status Ledger::MarkHandled(const kafka::TopicPartition& input, int64_t nex
   e.set_at_unix_ms(clock_->UnixMillis());
   e.set_input_topic(input.topic);
   e.set_handled_through_offset(next_offset);
-  RELAY_RETURN_IF_ERROR(SendAndWait(producer_, kafka::MessageRecord(topic_, e.request_id(), e, "", LedgerPartition(input))));
+  RELAY_RETURN_IF_ERROR(kafka::SendAndWait(*producer_, kafka::MessageRecord(topic_, e.request_id(), e, "", LedgerPartition(input))));
   std::lock_guard lock(mu_);
   // Only for partitions still owned, and never backwards.
   if (auto it = handled_.find(input); it != handled_.end()) it->second = std::max(it->second, next_offset);
@@ -143,7 +134,7 @@ void Ledger::Remember(const kafka::TopicPartition& input, const std::string& id,
 }
 
 absl::Status Ledger::Put(const kafka::TopicPartition& input, const v1::GitHubRequest& request, State state) {
-  absl::Status s = SendAndWait(producer_, Entry(input, request, state));
+  absl::Status s = kafka::SendAndWait(*producer_, Entry(input, request, state));
   if (s.ok()) Remember(input, request.id(), state);
   return s;
 }

@@ -5,6 +5,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "relay/base/json_fields.h"
+#include "relay/base/digest.h"
 #include "relay/github/api.h"
 #include "relay/github/webhook_signature.h"
 
@@ -20,25 +22,6 @@ bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0
 
 std::string Lower(std::string_view s) { return absl::AsciiStrToLower(absl::string_view(s.data(), s.size())); }
 
-std::string Quote(std::string_view s) { return json::serialize(json::string_view(s.data(), s.size())); }
-
-const json::object* Obj(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return v ? v->if_object() : nullptr;
-}
-
-std::string Str(const json::object* o, std::string_view key) {
-  if (!o) return "";
-  const json::value* v = o->if_contains(key);
-  return v && v->is_string() ? std::string(v->as_string()) : "";
-}
-
-int64_t Int(const json::object* o, std::string_view key) {
-  if (!o) return 0;
-  const json::value* v = o->if_contains(key);
-  return v && v->is_int64() ? v->as_int64() : v && v->is_uint64() ? static_cast<int64_t>(v->as_uint64()) : 0;
-}
-
 // A copy of o[key] (when present) into out[key].
 void Keep(const json::object& o, std::string_view key, json::object& out) {
   if (const json::value* v = o.if_contains(key)) out[key] = *v;
@@ -50,30 +33,30 @@ void Keep(const json::object& o, std::string_view key, json::object& out) {
 json::object Slim(const json::object& payload) {
   json::object out;
   for (const char* k : {"action", "number", "before", "after", "ref", "created", "deleted", "forced"}) Keep(payload, k, out);
-  if (const json::object* repo = Obj(payload, "repository")) {
+  if (const json::object* repo = ObjectField(payload, "repository")) {
     json::object r;
     for (const char* k : {"id", "name", "full_name", "html_url", "clone_url", "default_branch"}) Keep(*repo, k, r);
     out["repository"] = std::move(r);
   }
-  if (const json::object* sender = Obj(payload, "sender")) {
+  if (const json::object* sender = ObjectField(payload, "sender")) {
     json::object s;
     for (const char* k : {"login", "id", "type"}) Keep(*sender, k, s);
     out["sender"] = std::move(s);
   }
-  if (const json::object* head = Obj(payload, "head_commit")) {
+  if (const json::object* head = ObjectField(payload, "head_commit")) {
     json::object h;
     Keep(*head, "id", h);
     out["head_commit"] = std::move(h);
   }
-  if (const json::object* pr = Obj(payload, "pull_request")) {
+  if (const json::object* pr = ObjectField(payload, "pull_request")) {
     json::object p;
     for (const char* k : {"id", "number", "state", "html_url", "merged", "draft"}) Keep(*pr, k, p);
     for (const char* side : {"head", "base"}) {
-      if (const json::object* ref = Obj(*pr, side)) {
+      if (const json::object* ref = ObjectField(*pr, side)) {
         json::object r;
         Keep(*ref, "sha", r);
         Keep(*ref, "ref", r);
-        if (const json::object* rr = Obj(*ref, "repo")) r["repo"] = json::object{{"full_name", Str(rr, "full_name")}};
+        if (const json::object* rr = ObjectField(*ref, "repo")) r["repo"] = json::object{{"full_name", std::string(StringField(rr, "full_name"))}};
         p[side] = std::move(r);
       }
     }
@@ -81,7 +64,7 @@ json::object Slim(const json::object& payload) {
       json::array names;
       for (const auto& l : labels->as_array()) {
         if (names.size() >= kMaxSlimLabels) break;
-        if (l.is_object()) names.push_back(json::object{{"name", Str(&l.as_object(), "name")}});
+        if (l.is_object()) names.push_back(json::object{{"name", std::string(StringField(l.as_object(), "name"))}});
       }
       p["labels"] = std::move(names);
     }
@@ -96,7 +79,7 @@ std::vector<std::string> CrcrDevices(const json::object* pr) {
   const json::value* labels = pr->if_contains("labels");
   if (!labels || !labels->is_array()) return devices;
   for (const auto& l : labels->as_array()) {
-    std::string name = l.is_object() ? Str(&l.as_object(), "name") : "";
+    std::string name = l.is_object() ? std::string(StringField(l.as_object(), "name")) : "";
     if (StartsWith(name, kCrcrLabel) && name.size() > kCrcrLabel.size()) {
       devices.push_back(name.substr(kCrcrLabel.size()));
     }
@@ -111,7 +94,7 @@ std::vector<std::string> CrcrDevices(const json::object* pr) {
 github::EventTime EventTimeOf(const v1::WebhookRecord& record, const boost::json::object* pull_request) {
   github::EventTime at;
   at.received_at_unix_ms = record.received_at_unix_ms();
-  std::optional<int64_t> updated = github::ParseIsoTime(Str(pull_request, "updated_at"));
+  std::optional<int64_t> updated = github::ParseIsoTime(std::string(StringField(pull_request, "updated_at")));
   at.event_at_unix_ms = updated ? *updated * 1000 : record.received_at_unix_ms();
   return at;
 }
@@ -119,9 +102,9 @@ github::EventTime EventTimeOf(const v1::WebhookRecord& record, const boost::json
 ClientPayload BuildDispatchBody(const std::string& event, const std::string& delivery_id,
                                 const std::string& payload_json, const std::string& relay_token) {
   auto assemble = [&](const std::string& payload, bool slimmed) {
-    std::string body = "{\"event_type\":" + Quote(event) + ",\"client_payload\":{\"event_type\":" + Quote(event) +
-                       ",\"delivery_id\":" + Quote(delivery_id) + ",\"payload\":" + payload +
-                       ",\"relay_token\":" + Quote(relay_token);
+    std::string body = "{\"event_type\":" + JsonQuote(event) + ",\"client_payload\":{\"event_type\":" + JsonQuote(event) +
+                       ",\"delivery_id\":" + JsonQuote(delivery_id) + ",\"payload\":" + payload +
+                       ",\"relay_token\":" + JsonQuote(relay_token);
     if (slimmed) body += ",\"slimmed\":true";
     body += "}}";
     return body;
@@ -153,11 +136,10 @@ absl::StatusOr<Plan> PlanWebhook(const v1::WebhookRecord& record, const allowlis
   if (ec || !doc.is_object()) return absl::InvalidArgumentError("webhook body is not a JSON object");
   const json::object& payload = doc.as_object();
   const std::string& event = record.event();
-  std::string action = Str(&payload, "action");
-  std::string body_sha = github::Hex(record.body_sha256());
+  std::string action = std::string(StringField(payload, "action"));
+  std::string body_sha = Hex(record.body_sha256());
   if (body_sha.empty()) {  // records from before body_sha256 existed
-    auto d = github::Sha256(record.body());
-    body_sha = github::Hex(std::string_view(reinterpret_cast<const char*>(d.data()), d.size()));
+    body_sha = Sha256Hex(record.body());
   }
 
   auto fan_out = [&](int64_t pr_number, const std::string& head_sha) {
@@ -188,13 +170,13 @@ absl::StatusOr<Plan> PlanWebhook(const v1::WebhookRecord& record, const allowlis
   };
 
   if (event == "pull_request") {
-    const json::object* pr = Obj(payload, "pull_request");
-    int64_t number = Int(&payload, "number");
+    const json::object* pr = ObjectField(payload, "pull_request");
+    int64_t number = IntField(payload, "number");
     if (!pr || number <= 0) return absl::InvalidArgumentError("pull_request event without pull_request/number");
-    std::string head_sha = Str(Obj(*pr, "head"), "sha");
+    std::string head_sha = std::string(StringField(ObjectField(*pr, "head"), "sha"));
     std::vector<std::string> devices = CrcrDevices(pr);
     bool label_event = action == "labeled" || action == "unlabeled";
-    bool crcr_label = label_event && StartsWith(Str(Obj(payload, "label"), "name"), kCrcrLabel);
+    bool crcr_label = label_event && StartsWith(std::string(StringField(ObjectField(payload, "label"), "name")), kCrcrLabel);
     if (crcr_label || (!devices.empty() && (action == "opened" || action == "reopened" || action == "synchronize"))) {
       v1::PullRequestLabels facts;
       facts.set_upstream_repo(record.repository());
@@ -222,11 +204,11 @@ absl::StatusOr<Plan> PlanWebhook(const v1::WebhookRecord& record, const allowlis
   }
   if (event == "push") {
     if (payload.contains("deleted") && payload.at("deleted").is_bool() && payload.at("deleted").as_bool()) {
-      plan.ignored = "push deleting " + Str(&payload, "ref");
+      plan.ignored = "push deleting " + std::string(StringField(payload, "ref"));
       return plan;
     }
-    std::string after = Str(&payload, "after");
-    if (after.empty() || Str(&payload, "ref").empty()) return absl::InvalidArgumentError("push event without ref/after");
+    std::string after = std::string(StringField(payload, "after"));
+    if (after.empty() || std::string(StringField(payload, "ref")).empty()) return absl::InvalidArgumentError("push event without ref/after");
     fan_out(0, after);
     return plan;
   }
@@ -235,9 +217,9 @@ absl::StatusOr<Plan> PlanWebhook(const v1::WebhookRecord& record, const allowlis
       plan.ignored = event + "." + action;
       return plan;
     }
-    const json::object* subject = Obj(payload, event);
+    const json::object* subject = ObjectField(payload, event);
     if (!subject) return absl::InvalidArgumentError(event + " event without " + event);
-    std::string app = std::to_string(Int(Obj(*subject, "app"), "id"));
+    std::string app = std::to_string(IntField(ObjectField(*subject, "app"), "id"));
     if (!options.app_id.empty() && app != options.app_id) {
       plan.ignored = event + " of another app";
       return plan;
@@ -246,7 +228,7 @@ absl::StatusOr<Plan> PlanWebhook(const v1::WebhookRecord& record, const allowlis
     req.set_delivery_id(record.delivery_id());
     req.set_requested_at_unix_ms(now_unix_ms);
     if (event == "check_run") {
-      auto ref = ParseCheckRun(Str(subject, "name"), Str(subject, "external_id"));
+      auto ref = ParseCheckRun(std::string(StringField(subject, "name")), std::string(StringField(subject, "external_id")));
       if (!ref) {
         plan.ignored = "check_run not made by the relay";
         return plan;
@@ -261,7 +243,7 @@ absl::StatusOr<Plan> PlanWebhook(const v1::WebhookRecord& record, const allowlis
       req.set_level(static_cast<int>(entry->level));
       req.mutable_rerun()->set_run_id(ref->run_id);
     } else {
-      int64_t suite = Int(subject, "id");
+      int64_t suite = IntField(subject, "id");
       if (suite <= 0) return absl::InvalidArgumentError("check_suite event without check_suite.id");
       req.set_id(RequestId({"suite_rerun", record.delivery_id(), body_sha, std::to_string(suite)}));
       req.set_repo(record.repository());

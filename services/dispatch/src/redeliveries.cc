@@ -338,7 +338,7 @@ absl::StatusOr<github::ApiResult> Reconciler::Get(github::Api& api, const std::s
 }
 
 absl::Status Reconciler::Append(const std::string& key, const v1::RedeliveryRecord& r) {
-  return SendAndWait(parts_.producer, kafka::MessageRecord(options_.topic, key, r));
+  return kafka::SendAndWait(*parts_.producer, kafka::MessageRecord(options_.topic, key, r));
 }
 
 absl::StatusOr<bool> Reconciler::Round(Listing& listing) {

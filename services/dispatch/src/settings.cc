@@ -19,7 +19,7 @@ absl::StatusOr<DispatchSettings> LoadSettings(Config& config, const service::Com
   s.private_key_file = config.RequiredString("github.private_key_file");
   s.ca_file = config.String("github.ca_file", "");
   s.request_timeout = config.Duration("github.request_timeout", 30s, 1s, 5min);
-  s.budget.max_writes_per_window = config.Int("github.max_writes_per_minute", 80, 1, 1'000'000);
+  s.budget.max_writes_per_minute = config.Int("github.max_writes_per_minute", 80, 1, 1'000'000);
   // The window of that ceiling is a minute; shorter only in tests that must
   // see it work without waiting minutes.
   s.budget.window = config.Duration("github.write_window", 60s, 100ms, 1h);

@@ -7,6 +7,7 @@
 
 #include <boost/json.hpp>
 
+#include "relay/base/digest.h"
 #include "relay/github/webhook_signature.h"
 
 namespace relay::dispatch {
@@ -39,7 +40,7 @@ class PlannerTest : public ::testing::Test {
     r.set_repository(repo);
     r.set_body(body);
     r.set_content_type("application/json");
-    auto digest = github::Sha256(body);
+    auto digest = Sha256(body);
     r.set_body_sha256(digest.data(), digest.size());
     return r;
   }

@@ -78,7 +78,7 @@ class SharedBudgetTest : public ::testing::Test {
 
 TEST_F(SharedBudgetTest, TheWriteCeilingHoldsForEveryInstanceTogether) {
   BudgetOptions b;
-  b.max_writes_per_window = 20;
+  b.max_writes_per_minute = 20;
   b.window = 1s;
   auto a = Instance(b), c = Instance(b), d = Instance(b);
   std::atomic<int> total{0};
@@ -153,7 +153,7 @@ INSTANTIATE_TEST_SUITE_P(HostClock, SharedBudgetSkewTest, ::testing::Values(5000
 // not given back as late (ahead), nor are pauses longer for it (behind).
 TEST_P(SharedBudgetSkewTest, BothInstancesWriteAndNoWindowHoldsMoreThanTheCeiling) {
   BudgetOptions b;
-  b.max_writes_per_window = 20;
+  b.max_writes_per_minute = 20;
   b.window = 1s;
   auto a = Instance(b), c = Instance(b, 500ms, &skewed_);
   std::vector<std::chrono::steady_clock::time_point> at_a, at_c;
@@ -256,7 +256,7 @@ TEST(BrokerClockTest, OwnRecordsAnchorItOthersOnlyRaiseIt) {
 // claim nobody releases (its instance vanished) counts until the hold.
 TEST(BudgetLedgerTest, GrantsAreDeterministicAndAVanishedClaimLeavesAfterTheHold) {
   BudgetOptions b;
-  b.max_writes_per_window = 5;
+  b.max_writes_per_minute = 5;
   b.window = 10s;
   auto claim = [](const std::string& who, int64_t seq, int count) {
     v1::BudgetRecord r;

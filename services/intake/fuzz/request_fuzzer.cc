@@ -13,6 +13,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
+#include "relay/base/digest.h"
 #include "relay/base/log.h"
 #include "relay/github/webhook_signature.h"
 #include "relay/kafka/testing/fake_producer.h"
@@ -70,7 +71,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // The record must round-trip and keep the body byte for byte.
     relay::v1::WebhookRecord record;
     if (!record.ParseFromString(v.record.value) || record.body() != original_body) __builtin_trap();
-    auto digest = relay::github::Sha256(original_body);
+    auto digest = relay::Sha256(original_body);
     if (record.body_sha256() != std::string(digest.begin(), digest.end())) __builtin_trap();
     auto claim = h->dedup.Begin(v.delivery_id, v.digest, [](bool) {});
     if (claim == relay::intake::DeliveryDedup::Claim::kNew ||

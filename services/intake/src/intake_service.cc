@@ -9,6 +9,7 @@
 #include "relay/base/status.h"
 #include "relay/intake/delivery_dedup.h"
 #include "relay/kafka/admin.h"
+#include "relay/service/group_consumer.h"
 
 namespace relay::intake {
 namespace {
@@ -64,9 +65,7 @@ class IntakeService final : public service::Service {
         boost::beast::http::verb::post, "/github/webhook",
         [h = handler_.get()](http::Request&& r, http::Responder resp) { h->Handle(std::move(r), std::move(resp)); },
         s.max_body);
-    runtime.AddReadinessCheck("kafka", [p = producer_.get()] {
-      return p->Connected() ? absl::OkStatus() : absl::UnavailableError("no broker connection");
-    });
+    service::AddProducerReadiness(runtime, producer_.get());
     runtime.AddReadinessCheck("topic", [this] {
       std::lock_guard lock(topic_mu_);
       return topic_status_;
@@ -168,12 +167,7 @@ absl::StatusOr<IntakeSettings> LoadSettings(Config& config, const service::Commo
 }
 
 service::Definition Definition() {
-  return {"relay-intake", [](Config& config, const service::CommonSettings& common) -> absl::StatusOr<service::Starter> {
-            RELAY_ASSIGN_OR_RETURN(IntakeSettings settings, LoadSettings(config, common));
-            return service::Starter([settings = std::move(settings)](service::Runtime& runtime) mutable {
-              return IntakeService::Start(std::move(settings), runtime);
-            });
-          }};
+  return service::Define("relay-intake", LoadSettings, IntakeService::Start);
 }
 
 }  // namespace relay::intake

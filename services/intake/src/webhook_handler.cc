@@ -6,6 +6,8 @@
 #include <boost/json/serialize.hpp>
 #include <boost/json/string_view.hpp>
 
+#include "relay/base/json_fields.h"
+#include "relay/base/digest.h"
 #include "relay/base/log.h"
 #include "relay/v1/webhook.pb.h"
 
@@ -95,11 +97,6 @@ bool ParsePayload(std::string_view json, PayloadFacts* facts) {
   return ParseWith(ThreadParser(), json, facts);
 }
 
-// A JSON string literal for `s` (ids from the network, error messages).
-std::string JsonString(std::string_view s) {
-  return boost::json::serialize(boost::json::string_view(s.data(), s.size()));
-}
-
 // Indexed by WebhookHandler::Outcome.
 constexpr const char* kOutcomeNames[] = {"accepted", "duplicate", "conflict", "bad_signature",
                                          "bad_headers", "bad_body", "unavailable", "refused"};
@@ -125,7 +122,7 @@ WebhookHandler::WebhookHandler(WebhookOptions options, kafka::Producer* producer
 http::Response WebhookHandler::Reject(unsigned status, Outcome outcome, std::string_view reason) {
   counters_[outcome]->Increment();
   log::Info("webhook rejected", {{"status", status}, {"outcome", kOutcomeNames[outcome]}, {"reason", reason}});
-  return http::MakeResponse(status, "{\"error\":" + JsonString(reason) + "}");
+  return http::MakeResponse(status, "{\"error\":" + JsonQuote(reason) + "}");
 }
 
 WebhookHandler::Validated WebhookHandler::Validate(http::Request& request) {
@@ -164,7 +161,7 @@ WebhookHandler::Validated WebhookHandler::Validate(http::Request& request) {
     return v;
   }
 
-  v.digest = github::Sha256(body);
+  v.digest = Sha256(body);
   relay::v1::WebhookRecord record;
   record.set_delivery_id(std::string(delivery));
   record.set_body_sha256(v.digest.data(), v.digest.size());
@@ -212,7 +209,7 @@ void WebhookHandler::Answer(http::Responder& responder, const absl::Status& stat
     // No Retry-After: the same request will be refused again until an
     // operator fixes the topic; GitHub shows the reason with the delivery.
     responder.Send(http::MakeResponse(
-        500, "{\"error\":" + JsonString("the event cannot be stored: " + std::string(status.message())) + "}"));
+        500, "{\"error\":" + JsonQuote("the event cannot be stored: " + std::string(status.message())) + "}"));
     return;
   }
   if (!status.ok()) {
@@ -228,7 +225,7 @@ void WebhookHandler::Answer(http::Responder& responder, const absl::Status& stat
   }
   counters_[duplicate ? kDuplicate : conflict ? kConflict : kAccepted]->Increment();
   std::string body = std::string("{\"status\":\"") + (duplicate ? "duplicate" : "accepted") +
-                     "\",\"delivery_id\":" + JsonString(delivery_id) + (conflict ? ",\"conflict\":true}" : "}");
+                     "\",\"delivery_id\":" + JsonQuote(delivery_id) + (conflict ? ",\"conflict\":true}" : "}");
   responder.Send(http::MakeResponse(duplicate ? 200 : 202, std::move(body)));
 }
 

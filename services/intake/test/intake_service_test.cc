@@ -1,6 +1,7 @@
 // relay-intake on the service host with fake Kafka clients: readiness says
 // exactly what is wrong with the topic or the broker, webhooks flow into the
 // (fake) topic over real HTTP, a permanent refusal shows in /readyz.
+#include "relay/base/digest.h"
 #include "relay/intake/intake_service.h"
 
 #include <gmock/gmock.h>
@@ -113,7 +114,7 @@ TEST_F(IntakeServiceTest, WebhooksLandInTheTopicWithTheirDigest) {
   v1::WebhookRecord record;
   ASSERT_TRUE(record.ParseFromString(records[0].value));
   EXPECT_EQ(record.body(), kBody);
-  auto digest = github::Sha256(kBody);
+  auto digest = Sha256(kBody);
   EXPECT_EQ(record.body_sha256(), std::string(digest.begin(), digest.end()));
 }
 

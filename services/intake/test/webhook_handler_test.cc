@@ -7,6 +7,7 @@
 #include <boost/url/rfc/unreserved_chars.hpp>
 
 #include "prometheus/text_serializer.h"
+#include "relay/base/digest.h"
 #include "relay/http/testing/capture.h"
 #include "relay/kafka/testing/fake_producer.h"
 #include "relay/v1/webhook.pb.h"
@@ -79,7 +80,7 @@ TEST_F(WebhookHandlerTest, BuildsRecordWithBodyByteForByte) {
   // the body under any delivery id; its digest is enough for audit.
   EXPECT_FALSE(has_sig);
   EXPECT_TRUE(has_ua);
-  auto digest = github::Sha256(kBody);
+  auto digest = Sha256(kBody);
   EXPECT_EQ(record.body_sha256(), std::string(digest.begin(), digest.end()));
   EXPECT_EQ(v.digest, digest);
   ASSERT_EQ(v.record.headers.size(), 3u);

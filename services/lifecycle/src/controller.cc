@@ -3,7 +3,6 @@
 #include <openssl/sha.h>
 
 #include <algorithm>
-#include <future>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -329,14 +328,11 @@ void Controller::SendOutbox() {
 
 absl::Status Controller::PersistAndWait(std::unique_lock<std::mutex>& lock, v1::Cluster& c,
                                         std::vector<v1::ClusterEvent> events) {
-  auto promise = std::make_shared<std::promise<absl::Status>>();
-  auto future = promise->get_future();
-  PersistLocked(c, std::move(events), [promise](absl::Status st) { promise->set_value(st); });
+  kafka::Ack ack;
+  PersistLocked(c, std::move(events), ack.Callback());
   lock.unlock();
   SendOutbox();
-  absl::Status st = future.wait_for(o_.write_timeout) == std::future_status::ready
-                        ? future.get()
-                        : absl::UnavailableError("Kafka did not acknowledge the change in time");
+  absl::Status st = ack.Wait(o_.write_timeout).status();
   lock.lock();
   if (!st.ok()) return absl::UnavailableError("not recorded (" + std::string(st.message()) + "); retry with the same request_id");
   return absl::OkStatus();

@@ -8,6 +8,8 @@
 
 #include "prometheus/counter.h"
 #include "relay/base/log.h"
+#include "relay/base/status.h"
+#include "relay/grpc/server.h"
 #include "relay/lifecycle/cluster_state.h"
 #include "relay/v1/lifecycle.grpc.pb.h"
 
@@ -146,30 +148,26 @@ class Api final : public GrpcApi {
       }
       creds = grpc::SslServerCredentials(ssl);
     }
-    grpc::EnableDefaultHealthCheckService(true);
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort(listen, creds, &port_);
-    builder.RegisterService(&service_);
-    server_ = builder.BuildAndStart();
-    if (!server_ || port_ == 0) return absl::InvalidArgumentError("gRPC: cannot listen on " + listen);
+    grpc_server::Options o;
+    o.credentials = std::move(creds);
+    o.health_service = true;
+    RELAY_ASSIGN_OR_RETURN(server_, grpc_server::Server::Start(listen, &service_, std::move(o)));
     SetServing(false);
     return absl::OkStatus();
   }
-  int port() const override { return port_; }
+  int port() const override { return server_ ? server_->port() : 0; }
   void SetServing(bool serving) override {
-    if (server_ && server_->GetHealthCheckService()) server_->GetHealthCheckService()->SetServingStatus(kServiceName, serving);
+    if (server_ && server_->server()->GetHealthCheckService()) {
+      server_->server()->GetHealthCheckService()->SetServingStatus(kServiceName, serving);
+    }
   }
   void Shutdown(std::chrono::milliseconds deadline) override {
-    if (!server_) return;
-    server_->Shutdown(std::chrono::system_clock::now() + deadline);
-    server_->Wait();
-    server_.reset();
+    if (server_) server_->Shutdown(deadline);
   }
 
  private:
   Service service_;
-  std::unique_ptr<grpc::Server> server_;
-  int port_ = 0;
+  std::unique_ptr<grpc_server::Server> server_;
 };
 
 }  // namespace

@@ -297,15 +297,13 @@ absl::StatusOr<LifecycleSettings> LoadSettings(Config& config) {
 }
 
 service::Definition Definition() {
-  return {"relay-lifecycle", [](Config& config, const service::CommonSettings&) -> absl::StatusOr<service::Starter> {
-            RELAY_ASSIGN_OR_RETURN(LifecycleSettings settings, LoadSettings(config));
-            return service::Starter([settings = std::move(settings)](service::Runtime& runtime) mutable
-                                        -> absl::StatusOr<std::unique_ptr<service::Service>> {
-              auto svc = std::make_unique<LifecycleService>(std::move(settings));
-              RELAY_RETURN_IF_ERROR(svc->Init(runtime));
-              return std::unique_ptr<service::Service>(std::move(svc));
-            });
-          }};
+  return service::Define(
+      "relay-lifecycle", [](Config& config, const service::CommonSettings&) { return LoadSettings(config); },
+      [](LifecycleSettings settings, service::Runtime& runtime) -> absl::StatusOr<std::unique_ptr<service::Service>> {
+        auto svc = std::make_unique<LifecycleService>(std::move(settings));
+        RELAY_RETURN_IF_ERROR(svc->Init(runtime));
+        return std::unique_ptr<service::Service>(std::move(svc));
+      });
 }
 
 }  // namespace relay::lifecycle

@@ -1,6 +1,5 @@
 #include "relay/stats/migrate.h"
 
-#include <openssl/evp.h>
 
 #include <algorithm>
 #include <charconv>
@@ -11,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "relay/base/digest.h"
 #include "relay/base/log.h"
 #include "relay/base/status.h"
 #include "relay/stats/sql_files.h"
@@ -21,19 +21,6 @@ namespace {
 constexpr char kCreateLedger[] =
     "CREATE TABLE IF NOT EXISTS schema_migrations (version UInt32, name String, checksum String, "
     "applied_at DateTime) ENGINE = ReplacingMergeTree(applied_at) ORDER BY version";
-
-std::string Sha256Hex(std::string_view text) {
-  unsigned char d[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  EVP_Digest(text.data(), text.size(), d, &n, EVP_sha256(), nullptr);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < n; ++i) {
-    out.push_back(kHex[d[i] >> 4]);
-    out.push_back(kHex[d[i] & 15]);
-  }
-  return out;
-}
 
 struct Applied {
   std::string name, checksum;

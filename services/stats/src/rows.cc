@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "relay/base/json_fields.h"
 #include "relay/base/status.h"
 #include "relay/v1/cluster.pb.h"
 #include "relay/v1/collector.pb.h"
@@ -105,28 +106,8 @@ absl::Status CheckMs(int64_t ms, std::string_view field) {
   return absl::OkStatus();
 }
 
-std::string_view Str(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  if (!v || !v->is_string()) return {};
-  const json::string& s = v->get_string();
-  return {s.data(), s.size()};
-}
-
-int64_t Int(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  if (!v) return 0;
-  if (v->is_int64()) return v->get_int64();
-  if (v->is_uint64()) return static_cast<int64_t>(v->get_uint64());
-  return 0;
-}
-
-const json::object* Obj(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return v && v->is_object() ? &v->get_object() : nullptr;
-}
-
 absl::StatusOr<int64_t> Time(const json::object& o, std::string_view key) {
-  auto t = ParseGitHubTime(Str(o, key));
+  auto t = ParseGitHubTime(StringField(o, key));
   if (!t.ok()) return Invalid(absl::StrCat(std::string(key), ": ", t.status().message()));
   return t;
 }
@@ -158,9 +139,9 @@ absl::StatusOr<std::string> PayloadJson(const v1::WebhookRecord& w) {
 }
 
 absl::Status WorkflowJobRow(const json::object& payload, const v1::WebhookRecord& w, Rows& out) {
-  const json::object* job = Obj(payload, "workflow_job");
+  const json::object* job = ObjectField(payload, "workflow_job");
   if (!job) return Invalid("workflow_job event without a workflow_job object");
-  int64_t id = Int(*job, "id");
+  int64_t id = IntField(*job, "id");
   if (id <= 0) return Invalid("workflow_job.id missing");
   RELAY_ASSIGN_OR_RETURN(int64_t created, Time(*job, "created_at"));
   RELAY_ASSIGN_OR_RETURN(int64_t started, Time(*job, "started_at"));
@@ -183,28 +164,28 @@ absl::Status WorkflowJobRow(const json::object& payload, const v1::WebhookRecord
       const auto& o = v.get_object();
       RELAY_ASSIGN_OR_RETURN(int64_t ss, Time(o, "started_at"));
       RELAY_ASSIGN_OR_RETURN(int64_t sc, Time(o, "completed_at"));
-      steps.push_back({std::string(Str(o, "name")), std::string(Str(o, "status")), std::string(Str(o, "conclusion")),
-                       static_cast<uint32_t>(Int(o, "number")), ss, sc});
+      steps.push_back({std::string(StringField(o, "name")), std::string(StringField(o, "status")), std::string(StringField(o, "conclusion")),
+                       static_cast<uint32_t>(IntField(o, "number")), ss, sc});
     }
   }
   std::string repo = RepoKey(w.repository());
   auto& r = out.For(kWorkflowJob);
   r.UInt64(static_cast<uint64_t>(id))
-      .UInt64(static_cast<uint64_t>(Int(*job, "run_id")))
-      .UInt32(static_cast<uint32_t>(Int(*job, "run_attempt")))
-      .String(Str(*job, "name"))
-      .String(Str(*job, "workflow_name"))
-      .String(Str(*job, "head_sha"))
-      .String(Str(*job, "head_branch"))
-      .String(Str(*job, "status"))
-      .String(Str(*job, "conclusion"))
+      .UInt64(static_cast<uint64_t>(IntField(*job, "run_id")))
+      .UInt32(static_cast<uint32_t>(IntField(*job, "run_attempt")))
+      .String(StringField(*job, "name"))
+      .String(StringField(*job, "workflow_name"))
+      .String(StringField(*job, "head_sha"))
+      .String(StringField(*job, "head_branch"))
+      .String(StringField(*job, "status"))
+      .String(StringField(*job, "conclusion"))
       .DateTime(created)
       .DateTime(started)
       .DateTime(completed)
       .Strings(labels)
-      .UInt64(static_cast<uint64_t>(Int(*job, "runner_id")))
-      .String(Str(*job, "runner_name"))
-      .String(Str(*job, "runner_group_name"));
+      .UInt64(static_cast<uint64_t>(IntField(*job, "runner_id")))
+      .String(StringField(*job, "runner_name"))
+      .String(StringField(*job, "runner_group_name"));
   r.ArrayHeader(steps.size());
   for (const auto& s : steps) r.String(s.name);
   r.ArrayHeader(steps.size());
@@ -217,19 +198,19 @@ absl::Status WorkflowJobRow(const json::object& payload, const v1::WebhookRecord
   for (const auto& s : steps) r.DateTime(s.started);
   r.ArrayHeader(steps.size());
   for (const auto& s : steps) r.DateTime(s.completed);
-  r.String(Str(*job, "html_url"))
+  r.String(StringField(*job, "html_url"))
       .String(repo)
       .String(w.delivery_id())
       .DateTime(w.received_at_unix_ms() / 1000)
-      .UInt64(RankedVersion(Str(*job, "status"), w.received_at_unix_ms()));
+      .UInt64(RankedVersion(StringField(*job, "status"), w.received_at_unix_ms()));
   r.EndRow();
   return absl::OkStatus();
 }
 
 absl::Status WorkflowRunRow(const json::object& payload, const v1::WebhookRecord& w, Rows& out) {
-  const json::object* run = Obj(payload, "workflow_run");
+  const json::object* run = ObjectField(payload, "workflow_run");
   if (!run) return Invalid("workflow_run event without a workflow_run object");
-  int64_t id = Int(*run, "id");
+  int64_t id = IntField(*run, "id");
   if (id <= 0) return Invalid("workflow_run.id missing");
   RELAY_ASSIGN_OR_RETURN(int64_t created, Time(*run, "created_at"));
   RELAY_ASSIGN_OR_RETURN(int64_t updated, Time(*run, "updated_at"));
@@ -237,32 +218,32 @@ absl::Status WorkflowRunRow(const json::object& payload, const v1::WebhookRecord
   std::vector<uint64_t> prs;
   if (const json::value* p = run->if_contains("pull_requests"); p && p->is_array()) {
     for (const auto& v : p->get_array()) {
-      if (v.is_object()) prs.push_back(static_cast<uint64_t>(Int(v.get_object(), "number")));
+      if (v.is_object()) prs.push_back(static_cast<uint64_t>(IntField(v.get_object(), "number")));
     }
   }
-  const json::object* head_repo = Obj(*run, "head_repository");
+  const json::object* head_repo = ObjectField(*run, "head_repository");
   auto& r = out.For(kWorkflowRun);
   r.UInt64(static_cast<uint64_t>(id))
-      .UInt32(static_cast<uint32_t>(std::max<int64_t>(1, Int(*run, "run_attempt"))))
-      .UInt64(static_cast<uint64_t>(Int(*run, "run_number")))
-      .UInt64(static_cast<uint64_t>(Int(*run, "workflow_id")))
-      .String(Str(*run, "name"))
-      .String(Str(*run, "event"))
-      .String(Str(*run, "head_sha"))
-      .String(Str(*run, "head_branch"))
-      .String(Str(*run, "status"))
-      .String(Str(*run, "conclusion"))
+      .UInt32(static_cast<uint32_t>(std::max<int64_t>(1, IntField(*run, "run_attempt"))))
+      .UInt64(static_cast<uint64_t>(IntField(*run, "run_number")))
+      .UInt64(static_cast<uint64_t>(IntField(*run, "workflow_id")))
+      .String(StringField(*run, "name"))
+      .String(StringField(*run, "event"))
+      .String(StringField(*run, "head_sha"))
+      .String(StringField(*run, "head_branch"))
+      .String(StringField(*run, "status"))
+      .String(StringField(*run, "conclusion"))
       .DateTime(created)
       .DateTime(updated)
       .DateTime(run_started)
-      .String(Str(*run, "html_url"))
+      .String(StringField(*run, "html_url"))
       .String(RepoKey(w.repository()))
-      .String(RepoKey(head_repo ? Str(*head_repo, "full_name") : std::string_view()));
+      .String(RepoKey(head_repo ? StringField(*head_repo, "full_name") : std::string_view()));
   r.ArrayHeader(prs.size());
   for (uint64_t n : prs) r.UInt64(n);
   r.String(w.delivery_id())
       .DateTime(w.received_at_unix_ms() / 1000)
-      .UInt64(RankedVersion(Str(*run, "status"), updated * 1000));
+      .UInt64(RankedVersion(StringField(*run, "status"), updated * 1000));
   r.EndRow();
   return absl::OkStatus();
 }

@@ -5,7 +5,6 @@
 #include <mutex>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -18,6 +17,7 @@
 #include "relay/base/secret_file.h"
 #include "relay/allowlist/allowlist.h"
 #include "relay/base/status.h"
+#include "relay/service/group_consumer.h"
 #include "relay/stats/ci_files.h"
 #include "relay/stats/hud/hud_server.h"
 #include "relay/stats/migrate.h"
@@ -165,12 +165,10 @@ class StatsService final : public service::Service {
     ci_files_->AddRoutes(runtime.router());
     RELAY_ASSIGN_OR_RETURN(ci_refresher_, clickhouse::Client::New(s.clickhouse));
 
-    kafka::ConsumerOptions co;
-    co.bootstrap = s.kafka.bootstrap;
-    co.group_id = s.group_id;
-    co.client_id = s.kafka.client_id;
-    co.topics = {s.topics.webhooks, s.topics.dispatches, s.topics.outcomes,
-                 s.topics.results,  s.topics.test_reports, s.topics.cluster_events};
+    kafka::ConsumerOptions co =
+        service::GroupOptions(s.kafka, s.group_id,
+                              {s.topics.webhooks, s.topics.dispatches, s.topics.outcomes, s.topics.results,
+                               s.topics.test_reports, s.topics.cluster_events});
     co.retry_backoff_min = 500ms;
     co.retry_backoff_max = 30s;
     // A quarter of the memory budget for records librdkafka prefetches, a
@@ -179,12 +177,7 @@ class StatsService final : public service::Service {
     // queue, whatever the number of partitions; a fetch response in flight
     // comes on top, up to fetch.max.bytes.)
     co.fetch_queue_kbytes = std::max<int64_t>(1024, s.max_buffer_bytes / 4 / 1024);
-    RELAY_ASSIGN_OR_RETURN(consumer_, runtime.factories().consumer(co, producer_.get(), &metrics));
-
-    runtime.AddReadinessCheck("kafka", [p = producer_.get()] {
-      return p->Connected() ? absl::OkStatus() : absl::UnavailableError("no broker connection");
-    });
-    runtime.AddReadinessCheck("consumer", [c = consumer_.get()] { return c->Health(); });
+    RELAY_ASSIGN_OR_RETURN(consumer_, service::GroupConsumer::Open(runtime, std::move(co), producer_.get()));
     runtime.AddReadinessCheck("clickhouse", [this] {
       std::lock_guard lock(health_mu_);
       return clickhouse_health_;
@@ -213,12 +206,7 @@ class StatsService final : public service::Service {
     batches.max_records = s.batch_rows;
     batches.max_bytes = std::max<int64_t>(1 << 20, s.max_buffer_bytes / 4);
     batches.max_wait = s.batch_interval;
-    // A loop that ends with an error (a fatal client error, a dead-letter
-    // topic refusing records) must not leave a process that looks alive.
-    consumer_thread_ = std::thread([this, batches, &runtime] {
-      absl::Status ended = consumer_->RunBatches(batches, [this](kafka::Batch& b) { return HandleBatch(b); });
-      if (!ended.ok()) runtime.Fatal("consumer", ended);
-    });
+    consumer_->Start(batches, [this](kafka::Batch& b) { return HandleBatch(b); });
     log::Info("relay-stats configured", {{"clickhouse", s.clickhouse.url},
                                          {"database", s.clickhouse.database},
                                          {"batch_rows", static_cast<int64_t>(s.batch_rows)},
@@ -230,7 +218,6 @@ class StatsService final : public service::Service {
     if (stopping_.exchange(true)) return;
     if (hud_) hud_->Stop();
     if (consumer_) consumer_->Stop();
-    if (consumer_thread_.joinable()) consumer_thread_.join();
   }
 
   // --- ingestion (the consumer thread) -------------------------------------
@@ -371,7 +358,7 @@ class StatsService final : public service::Service {
   StatsSettings settings_;
   const Clock* clock_;
   std::unique_ptr<kafka::Producer> producer_;
-  std::unique_ptr<kafka::Consumer> consumer_;
+  std::unique_ptr<service::GroupConsumer> consumer_;
   // One client per thread that uses one (a Client is one connection): the
   // consumer's, the rollups', the readiness check's, the queue snapshot's.
   std::unique_ptr<clickhouse::Client> writer_, refresher_, checker_, snapshotter_;
@@ -379,7 +366,6 @@ class StatsService final : public service::Service {
   std::unique_ptr<clickhouse::Client> tier_refresher_;  // the HUD's tier report, in the background
   std::unique_ptr<CiFiles> ci_files_;                   // /ci/<file>
   std::unique_ptr<clickhouse::Client> ci_refresher_;    // their recomputation, in the background
-  std::thread consumer_thread_;
   std::atomic<bool> stopping_{false};
   Rows rows_;  // consumer thread only
 
@@ -497,12 +483,7 @@ absl::StatusOr<StatsSettings> LoadSettings(Config& config, const service::Common
 }
 
 service::Definition Definition() {
-  return {"relay-stats", [](Config& config, const service::CommonSettings& common) -> absl::StatusOr<service::Starter> {
-            RELAY_ASSIGN_OR_RETURN(StatsSettings settings, LoadSettings(config, common));
-            return service::Starter([settings = std::move(settings)](service::Runtime& runtime) mutable {
-              return StatsService::Start(std::move(settings), runtime);
-            });
-          }};
+  return service::Define("relay-stats", LoadSettings, StatsService::Start);
 }
 
 }  // namespace relay::stats

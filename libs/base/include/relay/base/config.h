@@ -64,6 +64,9 @@ class Config {
 
   static std::string EnvName(const std::string& key);
 
+  // Every key a getter asked for so far.
+  const std::set<std::string>& keys_read() const { return used_; }
+
  private:
   std::optional<std::string> Scalar(const std::string& key);
 

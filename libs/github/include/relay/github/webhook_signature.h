@@ -47,11 +47,4 @@ std::string SignWebhook(std::string_view secret, std::string_view body);
 bool WebhookJson(std::string_view content_type, const std::string& body, std::string* decoded,
                  std::string_view* json);
 
-// Lower-case hex of bytes (digests in ids and logs).
-std::string Hex(std::string_view bytes);
-
-// SHA-256 of a body: what binds a delivery id to its content (intake's
-// dedup, the record's body_sha256) without keeping a signature around.
-std::array<uint8_t, 32> Sha256(std::string_view body);
-
 }  // namespace relay::github

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/functional/any_invocable.h"
@@ -51,6 +53,36 @@ class Producer {
   // False while no broker connection is up (for /readyz).
   virtual bool Connected() const = 0;
 };
+
+// Waiting for one acknowledgement: hand Callback() (or OffsetCallback())
+// to exactly one Send, then Wait. The callback may run after a Wait that
+// timed out (it then only records the result).
+class Ack {
+ public:
+  Ack();
+  // Copyable (they share the Ack's state), for callers that keep callbacks
+  // in std::function.
+  std::function<void(absl::Status)> Callback();
+  std::function<void(absl::Status, int64_t)> OffsetCallback();
+  // The broker's offset for the record (-1 when the producer cannot tell),
+  // or the delivery's error (the codes of DeliveryCallback). Without a
+  // timeout it waits for the callback, which every producer runs within its
+  // delivery timeout; with one, past it: Unavailable "not acknowledged
+  // within <timeout> ms" (the record may still be written).
+  absl::StatusOr<int64_t> Wait(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+// Send, then wait for the acknowledgement (Ack::Wait): the one way relay
+// sends a record and blocks until it is durable. OK, or the delivery's error.
+absl::Status SendAndWait(Producer& producer, Record record,
+                         std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+// As SendAndWait, and the record's offset (SendReported; -1 when unknown).
+absl::StatusOr<int64_t> SendAndWaitForOffset(Producer& producer, Record record,
+                                              std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
 struct ProducerOptions {
   std::string bootstrap;                     // "host:port,host:port"

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -28,10 +29,18 @@
 
 namespace relay::service {
 
-// Every configuration key any relay service reads. A RELAY_* variable that
-// names one of them belongs to some service (environments are often shared),
-// so only variables outside this list are reported as unknown. Add a
-// service's keys here when it reads a new one.
+// The configuration keys each program declares it reads, by program name
+// ("relay-dispatch": services/dispatch/config-keys.txt, beside the code
+// that reads them), and under "" the keys every service reads (the host's
+// and the Kafka client's: libs/service/config-keys.txt). Host::Start
+// refuses a service that reads a key its declaration and the common ones
+// lack, so a new key cannot be left out of SuiteKeys.
+const std::map<std::string, std::set<std::string>>& DeclaredKeys();
+
+// Every configuration key any relay program reads: the union of
+// DeclaredKeys. A RELAY_* variable that names one of them belongs to some
+// service (environments are often shared), so only variables outside it
+// are reported as unknown.
 const std::set<std::string>& SuiteKeys();
 
 // Settings every service reads (http.*, log.level).
@@ -130,5 +139,19 @@ struct Definition {
   // recorded in the config (Config::Fail) to be reported with the others.
   absl::AnyInvocable<absl::StatusOr<Starter>(Config&, const CommonSettings&)> configure;
 };
+
+// The Definition of a service named `name` whose settings `load` reads
+// (Config&, const CommonSettings&) -> absl::StatusOr<Settings>, and which
+// `start` starts (Settings, Runtime&) -> absl::StatusOr<std::unique_ptr<Service>>.
+template <typename Load, typename Start>
+Definition Define(std::string name, Load load, Start start) {
+  return {std::move(name), [load, start](Config& config, const CommonSettings& common) -> absl::StatusOr<Starter> {
+            auto settings = load(config, common);
+            if (!settings.ok()) return settings.status();
+            return Starter([settings = *std::move(settings), start](Runtime& runtime) mutable {
+              return start(std::move(settings), runtime);
+            });
+          }};
+}
 
 }  // namespace relay::service

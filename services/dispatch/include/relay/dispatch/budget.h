@@ -24,7 +24,10 @@
 namespace relay::dispatch {
 
 struct BudgetOptions {
-  int64_t max_writes_per_window = 80;
+  // GitHub's content-creation ceiling (github.max_writes_per_minute), per
+  // `window`: the minute it counts in (github.write_window), 60 s outside
+  // tests that must see it work without waiting minutes.
+  int64_t max_writes_per_minute = 80;
   std::chrono::milliseconds window{60'000};
   // GitHub's second content-creation limit: 500 an hour.
   int64_t max_writes_per_hour = 500;

@@ -101,7 +101,4 @@ class Ledger {
   std::map<kafka::TopicPartition, int64_t> handled_;
 };
 
-// Sends a record and waits for its delivery result.
-absl::Status SendAndWait(kafka::Producer* producer, kafka::Record record);
-
 }  // namespace relay::dispatch
