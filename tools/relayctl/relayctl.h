@@ -26,7 +26,7 @@ enum Exit : int {
   kBadInput = 2,     // usage, an unknown topic or group, a reversed range
   kRefused = 3,      // not replay-safe without --force, a group with members
   kInterrupted = 4,  // stopped by a signal; the checkpoint resumes it
-  kUnhealthy = 5,    // status: a service not ready, or a consumer group stuck
+  kUnhealthy = 5,    // status: a service not ready (consumer groups' lag is shown, not judged)
 };
 
 // Parsed command line of one subcommand: --name value, --name (boolean),
