@@ -617,6 +617,114 @@ TEST(LifecycleIt, CreateScaleJobsAndDeleteWithRealProcesses) {
   EXPECT_GT(node_seconds, 0);
 }
 
+// `relayctl clusters`, the API's command line, on a real instance: each
+// command's output and exit code (0 done, 1 the call failed, 2 usage), the
+// token from a file. `relay-lifecycle ctl`, where it lived before, says so.
+TEST(LifecycleIt, RelayctlClustersDrivesTheApiFromAShell) {
+  LifecycleStack stack("ctl");
+  ASSERT_NE(stack.Start(1), 0);
+  ASSERT_TRUE(stack.WaitLeading(1)) << stack.Log(1);
+  const std::string token_file = stack.dir() + "/ml.token";
+  std::ofstream(token_file) << kMlToken << "\n";
+  struct Run {
+    int code = -1;
+    std::string out, err;
+  };
+  int runs = 0;
+  auto run = [&](const std::string& command_line) {
+    std::string err = stack.dir() + "/ctl" + std::to_string(++runs) + ".err";
+    Run r;
+    r.code = testing::RunCommand("env -u LIFECYCLE_GRPC -u LIFECYCLE_TOKEN " + command_line + " 2>" + err, &r.out);
+    r.err = ReadFile(err);
+    return r;
+  };
+  const std::string relayctl = Env("RELAY_IT_RELAYCTL_BIN") + " clusters --addr " + stack.GrpcAddress(1);
+  auto ctl = [&](const std::string& args) { return run(relayctl + " --token-file " + token_file + " " + args); };
+  auto json_of = [](const Run& r) {
+    boost::system::error_code ec;
+    auto v = boost::json::parse(r.out, ec);
+    return ec || !v.is_object() ? boost::json::object{} : v.as_object();
+  };
+
+  std::ofstream(stack.dir() + "/spec.json")
+      << R"({"kind":"command","nodeGroups":[{"name":"workers","count":1,"command":["sleep","600"]}]})";
+  Run created = ctl("create --request-id ctl-1 --spec @" + stack.dir() + "/spec.json");
+  ASSERT_EQ(created.code, 0) << created.err;
+  const std::string id(json_of(created)["id"].as_string());
+  EXPECT_EQ(json_of(created)["spec"].as_object()["team"], "ml") << created.out;
+  Run idle = ctl("wait " + id + " IDLE --timeout 60");
+  ASSERT_EQ(idle.code, 0) << idle.err << stack.Log(1);
+  EXPECT_EQ(idle.out, id + " IDLE\n");
+  Run got = ctl("get " + id);
+  EXPECT_EQ(got.code, 0) << got.err;
+  EXPECT_EQ(json_of(got)["state"], "IDLE") << got.out;
+  Run listed = ctl("list");
+  EXPECT_EQ(listed.code, 0) << listed.err;
+  EXPECT_NE(listed.out.find(id + "\tml\tIDLE\t1 nodes\t0 jobs\t"), std::string::npos) << listed.out;
+
+  // Jobs: the entrypoint after --; wait-job exits 0 only for SUCCEEDED.
+  Run ok = ctl("submit " + id + " -- echo hello");
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  const std::string ok_id(json_of(ok)["id"].as_string());
+  Run ok_done = ctl("wait-job " + id + " " + ok_id + " --timeout 60");
+  EXPECT_EQ(ok_done.code, 0) << ok_done.err << ok_done.out;
+  EXPECT_EQ(json_of(ok_done)["state"], "SUCCEEDED") << ok_done.out;
+  Run bad = ctl("submit " + id + " -- 'exit 3'");
+  ASSERT_EQ(bad.code, 0) << bad.err;
+  const std::string bad_id(json_of(bad)["id"].as_string());
+  Run bad_done = ctl("wait-job " + id + " " + bad_id + " --timeout 60");
+  EXPECT_EQ(bad_done.code, 1) << bad_done.out;
+  EXPECT_EQ(json_of(bad_done)["state"], "FAILED") << bad_done.out;
+  Run job = ctl("job " + id + " " + ok_id);
+  EXPECT_EQ(json_of(job)["entrypoint"], "echo hello") << job.out;
+  Run jobs = ctl("jobs " + id);
+  EXPECT_EQ(jobs.code, 0) << jobs.err;
+  EXPECT_NE(jobs.out.find(ok_id + "\tSUCCEEDED\t0\techo hello\n"), std::string::npos) << jobs.out;
+  EXPECT_NE(jobs.out.find(bad_id + "\tFAILED\t3\texit 3\n"), std::string::npos) << jobs.out;
+
+  Run scaled = ctl("scale " + id + " workers 2");
+  EXPECT_EQ(scaled.code, 0) << scaled.err;
+  EXPECT_EQ(json_of(scaled)["spec"].as_object()["node_groups"].as_array()[0].as_object()["count"], 2) << scaled.out;
+  Run deleted = ctl("delete " + id);
+  EXPECT_EQ(deleted.code, 0) << deleted.err;
+  Run gone = ctl("wait " + id + " TERMINATED --timeout 60");
+  EXPECT_EQ(gone.code, 0) << gone.err << stack.Log(1);
+  // An ended cluster's watch is its last state; waiting for another fails.
+  Run watched = ctl("watch " + id);
+  EXPECT_EQ(watched.code, 0) << watched.err;
+  EXPECT_EQ(json_of(watched)["state"], "TERMINATED") << watched.out;
+  Run never = ctl("wait " + id + " IDLE --timeout 10");
+  EXPECT_EQ(never.code, 1);
+  EXPECT_EQ(never.err.rfind("relayctl clusters: cluster " + id + " ended TERMINATED (", 0), 0u) << never.err;
+  EXPECT_NE(never.err.find("never IDLE"), std::string::npos) << never.err;
+
+  // The call refused: exit 1 with the gRPC status.
+  Run no_token = run(relayctl + " list");
+  EXPECT_EQ(no_token.code, 1);
+  EXPECT_EQ(no_token.err.rfind("relayctl clusters: UNAUTHENTICATED: ", 0), 0u) << no_token.err;
+  Run unknown = ctl("get no-such-cluster");
+  EXPECT_EQ(unknown.code, 1);
+  EXPECT_EQ(unknown.err.rfind("relayctl clusters: NOT_FOUND: ", 0), 0u) << unknown.err;
+  // Usage: exit 2, the reason first, then the usage.
+  for (const auto& [command_line, says] : std::vector<std::pair<std::string, std::string>>{
+           {relayctl + " --token-file " + token_file, "no command"},
+           {Env("RELAY_IT_RELAYCTL_BIN") + " clusters list", "no address: --addr or LIFECYCLE_GRPC"},
+           {relayctl + " frobnicate", "unknown command or wrong arguments: frobnicate"},
+           {relayctl + " get", "unknown command or wrong arguments: get"},
+           {relayctl + " list --bogus", "unknown flag --bogus"},
+           {relayctl + " create --spec nonsense", "--spec is not a ClusterSpec"},
+           {relayctl + " wait x IDLE --timeout soon", "--timeout needs seconds"},
+           {relayctl + " submit " + id, "submit ID -- ENTRYPOINT..."}}) {
+    Run r = run(command_line);
+    EXPECT_EQ(r.code, 2) << command_line << "\n" << r.err;
+    EXPECT_EQ(r.err.rfind("relayctl clusters: " + says, 0), 0u) << r.err;
+    EXPECT_NE(r.err.find("\nusage: relayctl clusters [--addr HOST:PORT]"), std::string::npos) << r.err;
+  }
+  Run old = run(Env("RELAY_IT_LIFECYCLE_BIN") + " ctl list");
+  EXPECT_EQ(old.code, 2);
+  EXPECT_NE(old.err.find("`relayctl clusters`"), std::string::npos) << old.err;
+}
+
 // The service in this process, on a fake clock: an idle cluster is torn
 // down once the clock passes its idle TTL, not before.
 TEST(LifecycleIt, IdleClustersAreCollectedOnAnInjectedClock) {

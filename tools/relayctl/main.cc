@@ -9,7 +9,6 @@
 #include "absl/strings/str_split.h"
 #include "relay/base/config.h"
 #include "relay/kafka/security.h"
-#include "relay/lifecycle/ctl.h"
 #include "relay/service/service.h"
 #include "relayctl.h"
 
@@ -143,12 +142,7 @@ int main(int argc, char** argv) {
     std::cerr << kHelp;
     return kBadInput;
   }
-  if (command == "clusters") {
-    std::vector<char*> cargv;
-    for (auto& r : rest) cargv.push_back(r.data());
-    cargv.push_back(nullptr);
-    return relay::lifecycle::CtlMain(static_cast<int>(rest.size()), cargv.data(), "relayctl clusters");
-  }
+  if (command == "clusters") return Clusters(rest);
   if (ctx.bootstrap.empty()) return Fail(kBadInput, "no Kafka given: --bootstrap HOST:PORT or RELAY_KAFKA_BOOTSTRAP");
   {
     // Kafka authentication as the services read it (kafka.security_protocol

@@ -1,6 +1,6 @@
 // relayctl: the operator's one tool. Subcommands live one per file
-// (status.cc, replay.cc, dlq.cc, redeliveries.cc; `clusters` is
-// relay-lifecycle's ctl, linked in); this header is what they share:
+// (status.cc, replay.cc, dlq.cc, redeliveries.cc, clusters.cc: the last
+// over relay-lifecycle's client); this header is what they share:
 // flags, exit codes, output, time parsing, the replay-safe list.
 #pragma once
 
@@ -26,7 +26,7 @@ enum Exit : int {
   kBadInput = 2,     // usage, an unknown topic or group, a reversed range
   kRefused = 3,      // not replay-safe without --force, a group with members
   kInterrupted = 4,  // stopped by a signal; the checkpoint resumes it
-  kUnhealthy = 5,    // status: a service not ready, or a consumer group stuck
+  kUnhealthy = 5,    // status: a service not ready (consumer groups' lag is shown, not judged)
 };
 
 // Parsed command line of one subcommand: --name value, --name (boolean),
@@ -131,5 +131,8 @@ int Status(const Context& ctx, const std::vector<std::string>& args);
 int Replay(const Context& ctx, const std::vector<std::string>& args);
 int Dlq(const Context& ctx, const std::vector<std::string>& args);
 int Redeliveries(const Context& ctx, const std::vector<std::string>& args);
+// relay-lifecycle's API (clusters.cc): its own flags and exit codes (0, 1, 2),
+// no Kafka.
+int Clusters(const std::vector<std::string>& args);
 
 }  // namespace relay::relayctl

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -25,6 +26,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "relay/base/status.h"
 #include "relay/kafka/cluster_admin.h"
 #include "relay/kafka/security.h"
 #include "relayctl.h"
@@ -304,6 +306,374 @@ int ResetGroup(const Context& ctx, const Flags& flags) {
   return kOk;
 }
 
+// The range flags' offsets (-1 when not given), checked against each other
+// and against the time flags.
+absl::Status ParseRangeFlags(const Flags& flags, int64_t& from_offset, int64_t& to_offset) {
+  if (flags.Has("from-offset") && flags.Has("from-time")) {
+    return absl::InvalidArgumentError("--from-offset or --from-time, not both");
+  }
+  if (flags.Has("to-offset") && flags.Has("to-time")) return absl::InvalidArgumentError("--to-offset or --to-time, not both");
+  if (flags.Has("from-time") && flags.Has("to-time")) {
+    auto from = ParseTime(flags.Get("from-time"));
+    auto to = ParseTime(flags.Get("to-time"));
+    if (!from.ok()) return from.status();
+    if (!to.ok()) return to.status();
+    if (*from > *to) {
+      return absl::InvalidArgumentError("the time range is reversed: --from-time " + FormatTime(*from) +
+                                        " is after --to-time " + FormatTime(*to));
+    }
+  }
+  from_offset = -1;
+  to_offset = -1;
+  if (flags.Has("from-offset") && (!absl::SimpleAtoi(flags.Get("from-offset"), &from_offset) || from_offset < 0)) {
+    return absl::InvalidArgumentError("--from-offset must be an offset (0 or more)");
+  }
+  if (flags.Has("to-offset") && (!absl::SimpleAtoi(flags.Get("to-offset"), &to_offset) || to_offset < 0)) {
+    return absl::InvalidArgumentError("--to-offset must be an offset (0 or more)");
+  }
+  if (from_offset >= 0 && to_offset >= 0 && from_offset > to_offset) {
+    return absl::InvalidArgumentError("the offset range is reversed: --from-offset " + std::to_string(from_offset) +
+                                      " is after --to-offset " + std::to_string(to_offset));
+  }
+  return absl::OkStatus();
+}
+
+// A new replay's plan from the flags: source, destination, keys, and each
+// chosen partition's [start, end), fixed now.
+absl::StatusOr<Plan> NewPlan(kafka::ClusterAdmin& admin, const std::map<std::string, int>& topics, const Flags& flags) {
+  if (flags.positional().size() != 1) {
+    return absl::InvalidArgumentError(
+        "usage: relayctl replay TOPIC [--to TOPIC] [range and key options] (relayctl replay --help)");
+  }
+  Plan plan;
+  plan.source = flags.positional()[0];
+  plan.dest = flags.Get("to", plan.source);
+  plan.keys = flags.All("key");
+  int64_t from_offset, to_offset;
+  RELAY_RETURN_IF_ERROR(ParseRangeFlags(flags, from_offset, to_offset));
+  if (!topics.count(plan.source)) return absl::InvalidArgumentError("no topic " + plan.source);
+  if (!topics.count(plan.dest)) return absl::InvalidArgumentError("no topic " + plan.dest + " (--to)");
+  if (plan.source.starts_with("__") || plan.dest.starts_with("__")) {
+    return absl::InvalidArgumentError("internal topics are not replayed");
+  }
+  RELAY_ASSIGN_OR_RETURN(auto starts, Offsets(admin, plan.source, flags.Get("from-time"), false));
+  RELAY_ASSIGN_OR_RETURN(auto ends, Offsets(admin, plan.source, flags.Get("to-time"), true));
+  RELAY_ASSIGN_OR_RETURN(auto bounds, admin.Offsets(plan.source));
+  std::set<int32_t> wanted;
+  for (const auto& p : flags.All("partition")) {
+    int32_t v;
+    if (!absl::SimpleAtoi(p, &v) || !bounds.count(v)) {
+      return absl::InvalidArgumentError("topic " + plan.source + " has no partition " + p + " (it has " +
+                                        std::to_string(bounds.size()) + ")");
+    }
+    wanted.insert(v);
+  }
+  for (const auto& [p, po] : bounds) {
+    if (!wanted.empty() && !wanted.count(p)) continue;
+    int64_t start = std::max(po.low, from_offset >= 0 ? from_offset : starts[p]);
+    int64_t end = std::min(po.high, to_offset >= 0 ? to_offset : ends[p]);
+    plan.ranges[p] = {start, std::max(start, end)};
+  }
+  plan.id = NewId(plan.source);
+  return plan;
+}
+
+// The plan of an interrupted replay, from its checkpoint; a topic named
+// on the command line must be the one it replays.
+absl::StatusOr<Plan> ResumedPlan(const std::string& checkpoint, const Flags& flags) {
+  RELAY_ASSIGN_OR_RETURN(Plan plan, LoadPlan(checkpoint));
+  if (!flags.positional().empty() && flags.positional()[0] != plan.source) {
+    return absl::InvalidArgumentError("checkpoint " + checkpoint + " is a replay of " + plan.source + ", not " +
+                                      flags.positional()[0]);
+  }
+  return plan;
+}
+
+// --dry-run: reads the range, counts and samples, moves nothing.
+int DryRun(const Context& ctx, const Plan& plan, bool safe) {
+  const int64_t total = plan.total();
+  RangeReader reader(ctx, plan);
+  if (!reader.error().empty()) return Fail(kFailed, reader.error());
+  std::map<int32_t, int64_t> from;
+  for (const auto& [p, r] : plan.ranges) from[p] = r.first;
+  if (auto s = reader.Start(from); !s.ok()) return FailStatus(s);
+  int64_t read = 0, matching = 0;
+  json::array samples;
+  Progress progress(ctx, "dry run", total);
+  auto deadline = std::chrono::steady_clock::now() + std::max(ctx.timeout, std::chrono::milliseconds(60'000));
+  while (!reader.finished() && !g_interrupted) {
+    auto m = reader.Next(std::chrono::milliseconds(200));
+    if (!m.ok()) return FailStatus(m.status());
+    if (!*m) {
+      if (std::chrono::steady_clock::now() > deadline) return Fail(kFailed, "the range was not read in time");
+      continue;
+    }
+    deadline = std::chrono::steady_clock::now() + std::max(ctx.timeout, std::chrono::milliseconds(60'000));
+    absl::Cleanup free_m = [m = *m] { rd_kafka_message_destroy(m); };
+    ++read;
+    std::string_view key((*m)->key ? static_cast<const char*>((*m)->key) : "", (*m)->key_len);
+    if (KeyWanted(plan, key)) {
+      ++matching;
+      if (samples.size() < 5) {
+        samples.push_back(json::object{{"partition", (*m)->partition},
+                                       {"offset", (*m)->offset},
+                                       {"time", FormatTime(rd_kafka_message_timestamp(*m, nullptr))},
+                                       {"key", std::string(key)}});
+      }
+    }
+    progress.Update(read);
+  }
+  progress.Finish();
+  json::object ranges = PlanJson(plan).as_object()["ranges"].as_object();
+  json::object out{{"source", plan.source}, {"dest", plan.dest}, {"records_in_range", total},
+                   {"records_read", read}, {"would_replay", matching}, {"ranges", ranges},
+                   {"samples", samples}, {"dest_replay_safe", safe}, {"dry_run", true}};
+  if (ctx.json) {
+    PrintJson(out);
+  } else {
+    std::cout << "dry run: would replay " << matching << " of " << read << " records of " << plan.source << " into "
+              << plan.dest << (safe ? "" : " (NOT declared replay-safe: needs --force)") << "\n";
+    for (const auto& [p, r] : plan.ranges) std::cout << "  partition " << p << ": [" << r.first << ", " << r.second << ")\n";
+    for (const auto& s : samples) std::cout << "  sample " << json::serialize(s) << "\n";
+  }
+  return kOk;
+}
+
+// The replay's producer, flushed and destroyed when released.
+struct ProducerCloser {
+  void operator()(rd_kafka_t* producer) const {
+    rd_kafka_flush(producer, 10'000);
+    rd_kafka_destroy(producer);
+  }
+};
+using Producer = std::unique_ptr<rd_kafka_t, ProducerCloser>;
+
+// The transactional producer of the plan (its transactional.id is the
+// replay group), with its transactions initialised: a transaction a killed
+// run left completing is finished first.
+absl::StatusOr<Producer> OpenProducer(const Context& ctx, const Plan& plan, int timeout_ms) {
+  char err[512];
+  rd_kafka_conf_t* pconf = Conf(ctx, {{"transactional.id", plan.group()},
+                                      {"enable.idempotence", "true"},
+                                      {"acks", "all"},
+                                      {"linger.ms", "5"},
+                                      {"compression.type", "lz4"},
+                                      {"message.max.bytes", std::to_string(32 * 1024 * 1024)},
+                                      {"transaction.timeout.ms", "60000"}});
+  Producer producer(rd_kafka_new(RD_KAFKA_PRODUCER, pconf, err, sizeof err));
+  if (!producer) return absl::UnavailableError(std::string("producer: ") + err);
+  if (rd_kafka_error_t* e = rd_kafka_init_transactions(producer.get(), timeout_ms)) {
+    std::string why = rd_kafka_error_string(e);
+    rd_kafka_error_destroy(e);
+    return absl::UnavailableError("cannot start the replay's transactions: " + why);
+  }
+  return producer;
+}
+
+// Where the replay stands: the replay group's committed offsets (written in
+// the same transactions as the copies), else each range's start. Read after
+// init_transactions, which waits for a transaction a killed run left
+// completing (its offsets are then the ones read).
+absl::StatusOr<std::map<int32_t, int64_t>> StartPositions(kafka::ClusterAdmin& admin, const Plan& plan) {
+  RELAY_ASSIGN_OR_RETURN(auto committed, admin.CommittedOffsets(plan.group()));
+  std::map<int32_t, int64_t> positions;
+  for (const auto& [p, r] : plan.ranges) {
+    auto it = committed.find({plan.source, p});
+    positions[p] = it == committed.end() ? r.first : std::clamp(it->second, r.first, r.second);
+  }
+  return positions;
+}
+
+// A replay under way: where it reads and writes, and what it has done.
+struct Copy {
+  const Plan& plan;
+  const std::string& checkpoint;
+  rd_kafka_t* producer;
+  RangeReader& reader;
+  rd_kafka_consumer_group_metadata_t* cgmd;  // the replay group's, for the progress in each transaction
+  Progress& progress;
+  int timeout_ms;
+  double rate;  // records a second; 0: unpaced
+  bool same_partitions;  // source and destination have as many partitions: a copy keeps its partition
+  std::chrono::steady_clock::time_point started;
+  std::chrono::steady_clock::time_point idle_deadline;  // no record of the range by then: Kafka is gone
+  int64_t replayed = 0;  // records copied this run
+  int64_t read = 0;      // records of the range read, before this run too
+};
+
+// Produces a copy of `m` into the destination within the open transaction:
+// its headers but an earlier relay-replayed-from, and one naming `m`.
+absl::Status ProduceCopy(const Copy& c, const rd_kafka_message_t* m) {
+  rd_kafka_headers_t* headers = rd_kafka_headers_new(8);
+  rd_kafka_headers_t* in_headers = nullptr;
+  if (rd_kafka_message_headers(m, &in_headers) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    const char* name;
+    const void* value;
+    size_t size;
+    for (size_t i = 0; rd_kafka_header_get_all(in_headers, i, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
+         ++i) {
+      if (std::string_view(name) == kReplayedFrom) continue;
+      rd_kafka_header_add(headers, name, -1, value, static_cast<ssize_t>(size));
+    }
+  }
+  std::string from = absl::StrCat(c.plan.source, "/", m->partition, "/", m->offset);
+  rd_kafka_header_add(headers, kReplayedFrom, -1, from.data(), static_cast<ssize_t>(from.size()));
+  // The headers pass to librdkafka only when the produce is accepted;
+  // a full local queue is waited out.
+  rd_kafka_resp_err_t e;
+  while ((e = rd_kafka_producev(c.producer, RD_KAFKA_V_TOPIC(c.plan.dest.c_str()),
+                                RD_KAFKA_V_PARTITION(c.same_partitions ? m->partition : RD_KAFKA_PARTITION_UA),
+                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(m->key, m->key_len),
+                                RD_KAFKA_V_VALUE(m->payload, m->len), RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_END)) ==
+         RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+    rd_kafka_poll(c.producer, 100);
+  }
+  if (e) {
+    rd_kafka_headers_destroy(headers);
+    return absl::UnavailableError(std::string("produce to ") + c.plan.dest + ": " + rd_kafka_err2str(e) +
+                                  " (nothing of this transaction was written; run again to resume)");
+  }
+  return absl::OkStatus();
+}
+
+// Copies the records of one transaction (at most kBatchRecords, for about
+// a second): `copied` of the `read` records read.
+absl::Status CopyBatch(Copy& c, int& copied, int64_t& read) {
+  auto txn_start = std::chrono::steady_clock::now();
+  while (!c.reader.finished() && !g_interrupted && copied < kBatchRecords &&
+         std::chrono::steady_clock::now() - txn_start < std::chrono::milliseconds(1000)) {
+    RELAY_ASSIGN_OR_RETURN(rd_kafka_message_t * m, c.reader.Next(std::chrono::milliseconds(100)));
+    if (!m) continue;
+    absl::Cleanup free_m = [m] { rd_kafka_message_destroy(m); };
+    ++read;
+    c.idle_deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(c.timeout_ms);
+    std::string_view key(m->key ? static_cast<const char*>(m->key) : "", m->key_len);
+    if (!KeyWanted(c.plan, key)) continue;
+    if (c.rate > 0) {
+      // Paced from the start: the n-th record goes at n / rate seconds.
+      auto due = c.started + std::chrono::microseconds(static_cast<int64_t>((c.replayed + copied) * 1e6 / c.rate));
+      std::this_thread::sleep_until(due);
+    }
+    RELAY_RETURN_IF_ERROR(ProduceCopy(c, m));
+    ++copied;
+    rd_kafka_poll(c.producer, 0);
+  }
+  return absl::OkStatus();
+}
+
+// Commits the open transaction with the progress past every record read:
+// the copies and the progress become visible together, or neither.
+absl::Status CommitWithProgress(Copy& c) {
+  rd_kafka_topic_partition_list_t* offsets = rd_kafka_topic_partition_list_new(c.plan.ranges.size());
+  for (const auto& [p, next] : c.reader.positions()) {
+    rd_kafka_topic_partition_list_add(offsets, c.plan.source.c_str(), p)->offset = next;
+  }
+  rd_kafka_error_t* e = rd_kafka_send_offsets_to_transaction(c.producer, offsets, c.cgmd, c.timeout_ms);
+  rd_kafka_topic_partition_list_destroy(offsets);
+  if (!e) e = rd_kafka_commit_transaction(c.producer, c.timeout_ms);
+  if (!e) return absl::OkStatus();
+  std::string why = rd_kafka_error_string(e);
+  bool abortable = rd_kafka_error_txn_requires_abort(e);
+  rd_kafka_error_destroy(e);
+  if (abortable) rd_kafka_error_destroy(rd_kafka_abort_transaction(c.producer, c.timeout_ms));
+  c.progress.Finish();
+  return absl::UnavailableError("commit of a replay transaction failed: " + why + " (its records are not visible; " +
+                                std::to_string(c.replayed) + " records replayed before it; run again with --resume " +
+                                c.checkpoint + ")");
+}
+
+// One transaction: a batch of copies and the progress past them. Nothing
+// of a transaction that fails is visible.
+absl::Status Transaction(Copy& c) {
+  if (rd_kafka_error_t* e = rd_kafka_begin_transaction(c.producer)) {
+    std::string why = rd_kafka_error_string(e);
+    rd_kafka_error_destroy(e);
+    return absl::UnavailableError("begin transaction: " + why);
+  }
+  int copied = 0;
+  int64_t read = 0;
+  absl::Status s = CopyBatch(c, copied, read);
+  if (s.ok() && read == 0 && !c.reader.finished() && std::chrono::steady_clock::now() > c.idle_deadline) {
+    s = absl::UnavailableError("no record of the range came for " + std::to_string(c.timeout_ms / 1000) +
+                               " s: is Kafka up? (run again to resume)");
+  }
+  if (!s.ok()) {
+    rd_kafka_error_destroy(rd_kafka_abort_transaction(c.producer, c.timeout_ms));
+    return s;
+  }
+  RELAY_RETURN_IF_ERROR(CommitWithProgress(c));
+  c.replayed += copied;
+  c.read += read;
+  c.progress.Update(c.read);
+  return absl::OkStatus();
+}
+
+// The end of a run: interrupted (exit 4, how to resume), or complete (the
+// checkpoint marked done, the replay group deleted).
+int Summary(const Context& ctx, kafka::ClusterAdmin& admin, Plan& plan, const Copy& c, bool force) {
+  const int64_t total = plan.total();
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - c.started).count();
+  json::object summary{{"id", plan.id},          {"source", plan.source},   {"dest", plan.dest},
+                       {"checkpoint", c.checkpoint}, {"replayed", c.replayed}, {"read", c.read},
+                       {"records_in_range", total}, {"seconds", secs},
+                       {"records_per_second", secs > 0 ? c.replayed / secs : 0.0}};
+  if (g_interrupted) {
+    summary["interrupted"] = true;
+    if (ctx.json) PrintJson(summary);
+    else std::cout << "interrupted after " << c.read << " of " << total << " records (" << c.replayed
+                   << " replayed this run); resume with: relayctl replay --resume " << c.checkpoint
+                   << (force ? " --force" : "") << "\n";
+    return kInterrupted;
+  }
+  plan.done = true;
+  if (auto s = SavePlan(c.checkpoint, plan); !s.ok()) return FailStatus(s);
+  (void)admin.DeleteGroup(plan.group());
+  summary["complete"] = true;
+  if (ctx.json) PrintJson(summary);
+  else std::cout << absl::StrFormat("replayed %d records of %s into %s in %.1f s (%.0f/s); complete\n", c.replayed,
+                                    plan.source, plan.dest, secs, secs > 0 ? c.replayed / secs : 0.0);
+  return kOk;
+}
+
+// Carries out the plan from where it stands, in transactions, until done or
+// interrupted; `checkpoint` already holds the plan.
+int Run(const Context& ctx, kafka::ClusterAdmin& admin, Plan& plan, const std::string& checkpoint, double rate,
+        bool same_partitions, bool force) {
+  const int timeout_ms = static_cast<int>(std::max<int64_t>(ctx.timeout.count(), 30'000));
+  auto producer = OpenProducer(ctx, plan, timeout_ms);
+  if (!producer.ok()) return FailStatus(producer.status());
+  auto positions = StartPositions(admin, plan);
+  if (!positions.ok()) return FailStatus(positions.status());
+  int64_t already = 0;
+  for (const auto& [p, r] : plan.ranges) already += positions->at(p) - r.first;
+  if (!ctx.json) {
+    std::cerr << "relayctl: replay " << plan.id << ": " << plan.source << " -> " << plan.dest << ", " << plan.total()
+              << " records in range" << (already ? ", " + std::to_string(already) + " done before" : "")
+              << "; checkpoint " << checkpoint << "\n";
+  }
+
+  RangeReader reader(ctx, plan);
+  if (!reader.error().empty()) return Fail(kFailed, reader.error());
+  if (auto s = reader.Start(*positions); !s.ok()) return FailStatus(s);
+  rd_kafka_consumer_group_metadata_t* cgmd = rd_kafka_consumer_group_metadata_new(plan.group().c_str());
+  absl::Cleanup free_cgmd = [cgmd] { rd_kafka_consumer_group_metadata_destroy(cgmd); };
+
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  Progress progress(ctx, "replay " + plan.source + " -> " + plan.dest, plan.total());
+  Copy c{plan, checkpoint, producer->get(), reader, cgmd, progress, timeout_ms, rate, same_partitions,
+         std::chrono::steady_clock::now(), std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms),
+         /*replayed=*/0, /*read=*/already};
+  while (!reader.finished() && !g_interrupted) {
+    if (auto s = Transaction(c); !s.ok()) return FailStatus(s);
+  }
+  progress.Finish();
+  return Summary(ctx, admin, plan, c, force);
+}
+
 }  // namespace
 
 int Replay(const Context& ctx, const std::vector<std::string>& args) {
@@ -325,308 +695,31 @@ int Replay(const Context& ctx, const std::vector<std::string>& args) {
   auto topics = (*admin)->Topics();
   if (!topics.ok()) return FailStatus(topics.status());
 
-  Plan plan;
   std::string checkpoint = flags->Has("resume") ? flags->Get("resume") : flags->Get("checkpoint");
   bool resuming = !checkpoint.empty() && std::filesystem::exists(checkpoint);
   if (flags->Has("resume") && !resuming) return Fail(kBadInput, "no checkpoint " + checkpoint);
-  if (resuming) {
-    auto loaded = LoadPlan(checkpoint);
-    if (!loaded.ok()) return FailStatus(loaded.status());
-    plan = *loaded;
-    if (!flags->positional().empty() && flags->positional()[0] != plan.source) {
-      return Fail(kBadInput, "checkpoint " + checkpoint + " is a replay of " + plan.source + ", not " +
-                                 flags->positional()[0]);
-    }
-    if (plan.done) {
-      if (ctx.json) PrintJson(json::object{{"checkpoint", checkpoint}, {"already_complete", true}, {"replayed", 0}});
-      else std::cout << "replay " << plan.id << " (" << checkpoint << ") is already complete: nothing to do\n";
-      return kOk;
-    }
-  } else {
-    if (flags->positional().size() != 1) {
-      return Fail(kBadInput, "usage: relayctl replay TOPIC [--to TOPIC] [range and key options] (relayctl replay --help)");
-    }
-    plan.source = flags->positional()[0];
-    plan.dest = flags->Get("to", plan.source);
-    plan.keys = flags->All("key");
-    if (flags->Has("from-offset") && flags->Has("from-time")) return Fail(kBadInput, "--from-offset or --from-time, not both");
-    if (flags->Has("to-offset") && flags->Has("to-time")) return Fail(kBadInput, "--to-offset or --to-time, not both");
-    if (flags->Has("from-time") && flags->Has("to-time")) {
-      auto from = ParseTime(flags->Get("from-time"));
-      auto to = ParseTime(flags->Get("to-time"));
-      if (!from.ok()) return FailStatus(from.status());
-      if (!to.ok()) return FailStatus(to.status());
-      if (*from > *to) {
-        return Fail(kBadInput, "the time range is reversed: --from-time " + FormatTime(*from) + " is after --to-time " +
-                                   FormatTime(*to));
-      }
-    }
-    int64_t from_offset = -1, to_offset = -1;
-    if (flags->Has("from-offset") && (!absl::SimpleAtoi(flags->Get("from-offset"), &from_offset) || from_offset < 0)) {
-      return Fail(kBadInput, "--from-offset must be an offset (0 or more)");
-    }
-    if (flags->Has("to-offset") && (!absl::SimpleAtoi(flags->Get("to-offset"), &to_offset) || to_offset < 0)) {
-      return Fail(kBadInput, "--to-offset must be an offset (0 or more)");
-    }
-    if (from_offset >= 0 && to_offset >= 0 && from_offset > to_offset) {
-      return Fail(kBadInput, "the offset range is reversed: --from-offset " + std::to_string(from_offset) +
-                                 " is after --to-offset " + std::to_string(to_offset));
-    }
-    if (!topics->count(plan.source)) return Fail(kBadInput, "no topic " + plan.source);
-    if (!topics->count(plan.dest)) return Fail(kBadInput, "no topic " + plan.dest + " (--to)");
-    if (plan.source.starts_with("__") || plan.dest.starts_with("__")) return Fail(kBadInput, "internal topics are not replayed");
-    auto starts = Offsets(**admin, plan.source, flags->Get("from-time"), false);
-    if (!starts.ok()) return FailStatus(starts.status());
-    auto ends = Offsets(**admin, plan.source, flags->Get("to-time"), true);
-    if (!ends.ok()) return FailStatus(ends.status());
-    auto bounds = (*admin)->Offsets(plan.source);
-    if (!bounds.ok()) return FailStatus(bounds.status());
-    std::set<int32_t> wanted;
-    for (const auto& p : flags->All("partition")) {
-      int32_t v;
-      if (!absl::SimpleAtoi(p, &v) || !bounds->count(v)) {
-        return Fail(kBadInput, "topic " + plan.source + " has no partition " + p + " (it has " +
-                                   std::to_string(bounds->size()) + ")");
-      }
-      wanted.insert(v);
-    }
-    for (const auto& [p, po] : *bounds) {
-      if (!wanted.empty() && !wanted.count(p)) continue;
-      int64_t start = std::max(po.low, from_offset >= 0 ? from_offset : (*starts)[p]);
-      int64_t end = std::min(po.high, to_offset >= 0 ? to_offset : (*ends)[p]);
-      plan.ranges[p] = {start, std::max(start, end)};
-    }
-    plan.id = NewId(plan.source);
-  }
-  if (!topics->count(plan.source)) return Fail(kBadInput, "no topic " + plan.source);
-  if (!topics->count(plan.dest)) return Fail(kBadInput, "no topic " + plan.dest);
-  bool safe = ReplaySafeTopics().count(plan.dest) > 0;
-  if (!safe && !flags->Has("force") && !flags->Has("dry-run")) {
-    return Fail(kRefused, "the consumers of " + plan.dest +
-                              " are not declared replay-safe (deploy/kafka/replay-safe.txt); --force to replay anyway");
-  }
-  bool same_partitions = topics->at(plan.source) == topics->at(plan.dest);
-  const int64_t total = plan.total();
-
-  // --dry-run: read the range, count and sample, move nothing.
-  if (flags->Has("dry-run")) {
-    RangeReader reader(ctx, plan);
-    if (!reader.error().empty()) return Fail(kFailed, reader.error());
-    std::map<int32_t, int64_t> from;
-    for (const auto& [p, r] : plan.ranges) from[p] = r.first;
-    if (auto s = reader.Start(from); !s.ok()) return FailStatus(s);
-    int64_t read = 0, matching = 0;
-    json::array samples;
-    Progress progress(ctx, "dry run", total);
-    auto deadline = std::chrono::steady_clock::now() + std::max(ctx.timeout, std::chrono::milliseconds(60'000));
-    while (!reader.finished() && !g_interrupted) {
-      auto m = reader.Next(std::chrono::milliseconds(200));
-      if (!m.ok()) return FailStatus(m.status());
-      if (!*m) {
-        if (std::chrono::steady_clock::now() > deadline) return Fail(kFailed, "the range was not read in time");
-        continue;
-      }
-      deadline = std::chrono::steady_clock::now() + std::max(ctx.timeout, std::chrono::milliseconds(60'000));
-      absl::Cleanup free_m = [m = *m] { rd_kafka_message_destroy(m); };
-      ++read;
-      std::string_view key((*m)->key ? static_cast<const char*>((*m)->key) : "", (*m)->key_len);
-      if (KeyWanted(plan, key)) {
-        ++matching;
-        if (samples.size() < 5) {
-          samples.push_back(json::object{{"partition", (*m)->partition},
-                                         {"offset", (*m)->offset},
-                                         {"time", FormatTime(rd_kafka_message_timestamp(*m, nullptr))},
-                                         {"key", std::string(key)}});
-        }
-      }
-      progress.Update(read);
-    }
-    progress.Finish();
-    json::object ranges = PlanJson(plan).as_object()["ranges"].as_object();
-    json::object out{{"source", plan.source}, {"dest", plan.dest}, {"records_in_range", total},
-                     {"records_read", read}, {"would_replay", matching}, {"ranges", ranges},
-                     {"samples", samples}, {"dest_replay_safe", safe}, {"dry_run", true}};
-    if (ctx.json) {
-      PrintJson(out);
-    } else {
-      std::cout << "dry run: would replay " << matching << " of " << read << " records of " << plan.source << " into "
-                << plan.dest << (safe ? "" : " (NOT declared replay-safe: needs --force)") << "\n";
-      for (const auto& [p, r] : plan.ranges) std::cout << "  partition " << p << ": [" << r.first << ", " << r.second << ")\n";
-      for (const auto& s : samples) std::cout << "  sample " << json::serialize(s) << "\n";
-    }
+  auto plan = resuming ? ResumedPlan(checkpoint, *flags) : NewPlan(**admin, *topics, *flags);
+  if (!plan.ok()) return FailStatus(plan.status());
+  if (plan->done) {
+    if (ctx.json) PrintJson(json::object{{"checkpoint", checkpoint}, {"already_complete", true}, {"replayed", 0}});
+    else std::cout << "replay " << plan->id << " (" << checkpoint << ") is already complete: nothing to do\n";
     return kOk;
   }
+  if (!topics->count(plan->source)) return Fail(kBadInput, "no topic " + plan->source);
+  if (!topics->count(plan->dest)) return Fail(kBadInput, "no topic " + plan->dest);
+  bool safe = ReplaySafeTopics().count(plan->dest) > 0;
+  if (!safe && !flags->Has("force") && !flags->Has("dry-run")) {
+    return Fail(kRefused, "the consumers of " + plan->dest +
+                              " are not declared replay-safe (deploy/kafka/replay-safe.txt); --force to replay anyway");
+  }
+  if (flags->Has("dry-run")) return DryRun(ctx, *plan, safe);
 
-  if (checkpoint.empty()) checkpoint = DefaultCheckpoint(plan.id);
+  if (checkpoint.empty()) checkpoint = DefaultCheckpoint(plan->id);
   if (!resuming) {
-    if (auto s = SavePlan(checkpoint, plan); !s.ok()) return FailStatus(s);
+    if (auto s = SavePlan(checkpoint, *plan); !s.ok()) return FailStatus(s);
   }
-  char err[512];
-  rd_kafka_conf_t* pconf = Conf(ctx, {{"transactional.id", plan.group()},
-                                      {"enable.idempotence", "true"},
-                                      {"acks", "all"},
-                                      {"linger.ms", "5"},
-                                      {"compression.type", "lz4"},
-                                      {"message.max.bytes", std::to_string(32 * 1024 * 1024)},
-                                      {"transaction.timeout.ms", "60000"}});
-  rd_kafka_t* producer = rd_kafka_new(RD_KAFKA_PRODUCER, pconf, err, sizeof err);
-  if (!producer) return Fail(kFailed, std::string("producer: ") + err);
-  absl::Cleanup free_producer = [producer] {
-    rd_kafka_flush(producer, 10'000);
-    rd_kafka_destroy(producer);
-  };
-  int timeout_ms = static_cast<int>(std::max<int64_t>(ctx.timeout.count(), 30'000));
-  if (rd_kafka_error_t* e = rd_kafka_init_transactions(producer, timeout_ms)) {
-    std::string why = rd_kafka_error_string(e);
-    rd_kafka_error_destroy(e);
-    return Fail(kFailed, "cannot start the replay's transactions: " + why);
-  }
-  // Where the replay stands: the replay group's committed offsets (written
-  // in the same transactions as the copies), else each range's start. Read
-  // after init_transactions, which waits for a transaction a killed run
-  // left completing (its offsets are then the ones read).
-  auto committed = (*admin)->CommittedOffsets(plan.group());
-  if (!committed.ok()) return FailStatus(committed.status());
-  std::map<int32_t, int64_t> positions;
-  int64_t already = 0;
-  for (const auto& [p, r] : plan.ranges) {
-    auto it = committed->find({plan.source, p});
-    positions[p] = it == committed->end() ? r.first : std::clamp(it->second, r.first, r.second);
-    already += positions[p] - r.first;
-  }
-  if (!ctx.json) {
-    std::cerr << "relayctl: replay " << plan.id << ": " << plan.source << " -> " << plan.dest << ", " << total
-              << " records in range" << (already ? ", " + std::to_string(already) + " done before" : "")
-              << "; checkpoint " << checkpoint << "\n";
-  }
-
-  RangeReader reader(ctx, plan);
-  if (!reader.error().empty()) return Fail(kFailed, reader.error());
-  if (auto s = reader.Start(positions); !s.ok()) return FailStatus(s);
-  rd_kafka_consumer_group_metadata_t* cgmd = rd_kafka_consumer_group_metadata_new(plan.group().c_str());
-  absl::Cleanup free_cgmd = [cgmd] { rd_kafka_consumer_group_metadata_destroy(cgmd); };
-
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-
-  Progress progress(ctx, "replay " + plan.source + " -> " + plan.dest, total);
-  int64_t replayed = 0, read = already;
-  auto started = std::chrono::steady_clock::now();
-  std::map<int32_t, int64_t> committed_positions = positions;
-  auto idle_deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (!reader.finished() && !g_interrupted) {
-    if (rd_kafka_error_t* e = rd_kafka_begin_transaction(producer)) {
-      std::string why = rd_kafka_error_string(e);
-      rd_kafka_error_destroy(e);
-      return Fail(kFailed, "begin transaction: " + why);
-    }
-    int in_txn = 0;
-    int64_t read_in_txn = 0;
-    auto txn_start = std::chrono::steady_clock::now();
-    while (!reader.finished() && !g_interrupted && in_txn < kBatchRecords &&
-           std::chrono::steady_clock::now() - txn_start < std::chrono::milliseconds(1000)) {
-      auto m = reader.Next(std::chrono::milliseconds(100));
-      if (!m.ok()) {
-        rd_kafka_error_destroy(rd_kafka_abort_transaction(producer, timeout_ms));
-        return FailStatus(m.status());
-      }
-      if (!*m) continue;
-      absl::Cleanup free_m = [m = *m] { rd_kafka_message_destroy(m); };
-      ++read_in_txn;
-      idle_deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-      std::string_view key((*m)->key ? static_cast<const char*>((*m)->key) : "", (*m)->key_len);
-      if (!KeyWanted(plan, key)) continue;
-      if (rate > 0) {
-        // Paced from the start: the n-th record goes at n / rate seconds.
-        auto due = started + std::chrono::microseconds(static_cast<int64_t>((replayed + in_txn) * 1e6 / rate));
-        std::this_thread::sleep_until(due);
-      }
-      rd_kafka_headers_t* headers = rd_kafka_headers_new(8);
-      rd_kafka_headers_t* in_headers = nullptr;
-      if (rd_kafka_message_headers(*m, &in_headers) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        const char* name;
-        const void* value;
-        size_t size;
-        for (size_t i = 0; rd_kafka_header_get_all(in_headers, i, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
-             ++i) {
-          if (std::string_view(name) == kReplayedFrom) continue;
-          rd_kafka_header_add(headers, name, -1, value, static_cast<ssize_t>(size));
-        }
-      }
-      std::string from = absl::StrCat(plan.source, "/", (*m)->partition, "/", (*m)->offset);
-      rd_kafka_header_add(headers, kReplayedFrom, -1, from.data(), static_cast<ssize_t>(from.size()));
-      // The headers pass to librdkafka only when the produce is accepted;
-      // a full local queue is waited out.
-      rd_kafka_resp_err_t e;
-      while ((e = rd_kafka_producev(
-                  producer, RD_KAFKA_V_TOPIC(plan.dest.c_str()),
-                  RD_KAFKA_V_PARTITION(same_partitions ? (*m)->partition : RD_KAFKA_PARTITION_UA),
-                  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY((*m)->key, (*m)->key_len),
-                  RD_KAFKA_V_VALUE((*m)->payload, (*m)->len), RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_END)) ==
-             RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-        rd_kafka_poll(producer, 100);
-      }
-      if (e) {
-        rd_kafka_headers_destroy(headers);
-        rd_kafka_error_destroy(rd_kafka_abort_transaction(producer, timeout_ms));
-        return Fail(kFailed, std::string("produce to ") + plan.dest + ": " + rd_kafka_err2str(e) +
-                                 " (nothing of this transaction was written; run again to resume)");
-      }
-      ++in_txn;
-      rd_kafka_poll(producer, 0);
-    }
-    if (read_in_txn == 0 && !reader.finished() && std::chrono::steady_clock::now() > idle_deadline) {
-      rd_kafka_error_destroy(rd_kafka_abort_transaction(producer, timeout_ms));
-      return Fail(kFailed, "no record of the range came for " + std::to_string(timeout_ms / 1000) +
-                               " s: is Kafka up? (run again to resume)");
-    }
-    // The progress past every record read goes into the same transaction.
-    rd_kafka_topic_partition_list_t* offsets = rd_kafka_topic_partition_list_new(plan.ranges.size());
-    for (const auto& [p, next] : reader.positions()) {
-      rd_kafka_topic_partition_list_add(offsets, plan.source.c_str(), p)->offset = next;
-    }
-    rd_kafka_error_t* e = rd_kafka_send_offsets_to_transaction(producer, offsets, cgmd, timeout_ms);
-    rd_kafka_topic_partition_list_destroy(offsets);
-    if (!e) e = rd_kafka_commit_transaction(producer, timeout_ms);
-    if (e) {
-      std::string why = rd_kafka_error_string(e);
-      bool abortable = rd_kafka_error_txn_requires_abort(e);
-      rd_kafka_error_destroy(e);
-      if (abortable) rd_kafka_error_destroy(rd_kafka_abort_transaction(producer, timeout_ms));
-      progress.Finish();
-      return Fail(kFailed, "commit of a replay transaction failed: " + why + " (its records are not visible; " +
-                               std::to_string(replayed) + " records replayed before it; run again with --resume " +
-                               checkpoint + ")");
-    }
-    replayed += in_txn;
-    read += read_in_txn;
-    committed_positions = reader.positions();
-    progress.Update(read);
-  }
-  progress.Finish();
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  json::object summary{{"id", plan.id},          {"source", plan.source},   {"dest", plan.dest},
-                       {"checkpoint", checkpoint}, {"replayed", replayed},   {"read", read},
-                       {"records_in_range", total}, {"seconds", secs},
-                       {"records_per_second", secs > 0 ? replayed / secs : 0.0}};
-  if (g_interrupted) {
-    summary["interrupted"] = true;
-    if (ctx.json) PrintJson(summary);
-    else std::cout << "interrupted after " << read << " of " << total << " records (" << replayed
-                   << " replayed this run); resume with: relayctl replay --resume " << checkpoint
-                   << (flags->Has("force") ? " --force" : "") << "\n";
-    return kInterrupted;
-  }
-  plan.done = true;
-  if (auto s = SavePlan(checkpoint, plan); !s.ok()) return FailStatus(s);
-  (void)(*admin)->DeleteGroup(plan.group());
-  summary["complete"] = true;
-  if (ctx.json) PrintJson(summary);
-  else std::cout << absl::StrFormat("replayed %d records of %s into %s in %.1f s (%.0f/s); complete\n", replayed,
-                                    plan.source, plan.dest, secs, secs > 0 ? replayed / secs : 0.0);
-  return kOk;
+  bool same_partitions = topics->at(plan->source) == topics->at(plan->dest);
+  return Run(ctx, **admin, *plan, checkpoint, rate, same_partitions, flags->Has("force"));
 }
 
 }  // namespace relay::relayctl

@@ -1,7 +1,8 @@
 // The gRPC surface in-process: bearer tokens on every call, and mTLS when
 // lifecycle.tls.* is set (certificates made here with the openssl CLI): a
 // client without a certificate the CA signed cannot even connect, one with
-// it still needs its token.
+// it still needs its token. The same through LifecycleClient, the API's
+// client.
 #include "relay/lifecycle/grpc_api.h"
 
 #include <grpcpp/grpcpp.h>
@@ -14,6 +15,7 @@
 #include "relay/kafka/testing/fake_broker.h"
 #include "relay/kafka/testing/fake_consumer.h"
 #include "relay/kafka/testing/fake_producer.h"
+#include "relay/lifecycle/client.h"
 #include "relay/v1/lifecycle.grpc.pb.h"
 
 namespace relay::lifecycle {
@@ -99,6 +101,13 @@ class GrpcApiTest : public ::testing::Test {
     return stub->ListClusters(&ctx, req, &out);
   }
 
+  // ListClusters through the client, with a deadline of 5 s.
+  static grpc::Status List(LifecycleClient client) {
+    v1::ListClustersRequest req;
+    v1::ListClustersResponse out;
+    return client.api().ListClusters(client.Context(5s).get(), req, &out);
+  }
+
   std::filesystem::path dir_;
   kafka::testing::FakeBroker broker_;
   kafka::testing::FakeProducer producer_{kafka::testing::FakeProducer::Mode::kAuto, &broker_};
@@ -144,6 +153,40 @@ TEST_F(GrpcApiTest, MutualTlsRefusesClientsWithoutACertificateOfTheCa) {
   EXPECT_EQ(Get(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()), "ml-token").error_code(),
             grpc::StatusCode::UNAVAILABLE)
       << "plaintext";
+}
+
+// LifecycleClient (relay/lifecycle/client.h), what `relayctl clusters`
+// calls through: each call carries its token.
+TEST_F(GrpcApiTest, TheClientsCallsCarryItsToken) {
+  auto api = GrpcApi::Start("127.0.0.1:0", {}, controller_.get(), callers_.get(), &registry_);
+  ASSERT_TRUE(api.ok()) << api.status();
+  ClientOptions o;
+  o.address = "127.0.0.1:" + std::to_string((*api)->port());
+  o.token = "ml-token";
+  EXPECT_TRUE(List(LifecycleClient(o)).ok());
+  o.token = "";
+  EXPECT_EQ(List(LifecycleClient(o)).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+// With tls, the client verifies the server against its CA and presents its
+// own certificate (mTLS); without either it cannot connect.
+TEST_F(GrpcApiTest, TheClientSpeaksMutualTls) {
+  MakeCertificates();
+  TlsOptions tls{(dir_ / "server.pem").string(), (dir_ / "server.key").string(), (dir_ / "ca.pem").string()};
+  auto api = GrpcApi::Start("127.0.0.1:0", tls, controller_.get(), callers_.get(), &registry_);
+  ASSERT_TRUE(api.ok()) << api.status();
+  ClientOptions o;
+  o.address = "ipv4:127.0.0.1:" + std::to_string((*api)->port());  // no resolver: see above
+  o.token = "ml-token";
+  EXPECT_EQ(List(LifecycleClient(o)).error_code(), grpc::StatusCode::UNAVAILABLE) << "plaintext";
+  o.tls = true;
+  o.ca_pem = Read(dir_ / "ca.pem");
+  EXPECT_EQ(List(LifecycleClient(o)).error_code(), grpc::StatusCode::UNAVAILABLE) << "no client certificate";
+  o.cert_pem = Read(dir_ / "client.pem");
+  o.key_pem = Read(dir_ / "client.key");
+  EXPECT_TRUE(List(LifecycleClient(o)).ok());
+  o.token = "";
+  EXPECT_EQ(List(LifecycleClient(o)).error_code(), grpc::StatusCode::UNAUTHENTICATED) << "the certificate is not a token";
 }
 
 }  // namespace
