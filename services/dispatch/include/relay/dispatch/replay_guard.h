@@ -31,7 +31,7 @@ std::string PullRequestKey(const v1::PullRequestLabels& fact);
 github::EventTime EventTimeOf(const v1::PullRequestLabels& fact);
 
 // Why a webhook record may ask for no new write and publish no fact ("" when
-// it may; docs/architecture.md, "Dispatch"):
+// it may; services/dispatch/README.md, "Dispatch"):
 //   "replayed"   a copy made by `relayctl replay` (relay-replayed-from): its
 //                original asked for everything already;
 //   "read_again" below `handled_through`, the offset its partition was

@@ -10,7 +10,7 @@
 //                                   passed_on_rerun, runs, failed}} (PyTorch files flaky tests as
 //                                   DISABLED issues; this is the list those come from)
 //
-// docs/architecture.md ("Published CI files") says where each number comes
+// services/stats/README.md ("Published CI files") says where each number comes
 // from. relay-stats recomputes them every stats.ci_files_interval and
 // serves the last ones under /ci/<name> with an ETag (a 304 to a matching
 // If-None-Match) and Cache-Control; with stats.ci_files_dir set it also
@@ -46,8 +46,8 @@
 namespace relay::stats {
 
 // Whose DISABLED issues count. What PyTorch's tooling accepts (read in
-// pytorch/test-infra and pytorch/pytorch; docs/architecture.md, "Published
-// CI files"): .github/scripts/update_disabled_issues.py builds the file
+// pytorch/test-infra and pytorch/pytorch; services/stats/README.md,
+// "Published CI files"): .github/scripts/update_disabled_issues.py builds the file
 // from the open issues of pytorch/pytorch only; torchci's
 // lib/bot/verifyDisableTestIssueBot.ts treats an issue as authorized when
 // its author is the PyTorch bot or has `admin` or `write` permission on the
