@@ -16,9 +16,7 @@ FROM
 (
     SELECT
         downstream_repo,
-        if(dispatched_at > toDateTime(0) AND completed_at >= dispatched_at,
-           toInt64(completed_at) - toInt64(dispatched_at),
-           toInt64(ifNull(queue_time, 0) + ifNull(execution_time, 0))) AS e2e_s
+        {{job_e2e_seconds}} AS e2e_s
     FROM crcr_workflow_job FINAL
     WHERE status = 'completed'
       AND completed_at >= now() - {days:UInt32} * 86400

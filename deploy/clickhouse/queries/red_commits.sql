@@ -22,11 +22,7 @@ FROM
     FROM
     (
         SELECT upstream_repo, head_sha, completed_at,
-               multiIf(timed_out_by_sweeper = 1, 'infra_failure',
-                    conclusion = 'success', 'passed',
-                    conclusion = 'failure' AND failed_tests > 0, 'test_failure',
-                    conclusion IN ('failure', 'timed_out', 'startup_failure'), 'infra_failure',
-                    'excluded') AS class
+               {{job_class}} AS class
         FROM crcr_workflow_job FINAL
         WHERE status = 'completed'
           AND completed_at >= now() - {days:UInt32} * 86400

@@ -25,11 +25,7 @@ FROM
 (
     SELECT
         toDate(completed_at) AS day,
-        multiIf(timed_out_by_sweeper = 1, 'infra_failure',
-                conclusion = 'success', 'passed',
-                conclusion = 'failure' AND failed_tests > 0, 'test_failure',
-                conclusion IN ('failure', 'timed_out', 'startup_failure'), 'infra_failure',
-                'excluded') AS class,
+        {{job_class}} AS class,
         if(run_attempt IN ('', '1') AND dispatched_at > toDateTime(0),
            toInt64(completed_at) - toInt64(if(first_received_at > toDateTime(0), first_received_at, dispatched_at)),
            -1) AS signal_s,

@@ -61,14 +61,8 @@ ANY LEFT JOIN
             timed_out_by_sweeper,
             queue_time,
             -- as pass_rate classes jobs
-            multiIf(timed_out_by_sweeper = 1, 'infra_failure',
-                    conclusion = 'success', 'passed',
-                    conclusion = 'failure' AND failed_tests > 0, 'test_failure',
-                    conclusion IN ('failure', 'timed_out', 'startup_failure'), 'infra_failure',
-                    'excluded') AS class,
-            if(dispatched_at > toDateTime(0) AND completed_at >= dispatched_at,
-               toInt64(completed_at) - toInt64(dispatched_at),
-               toInt64(ifNull(queue_time, 0) + ifNull(execution_time, 0))) AS e2e
+            {{job_class}} AS class,
+            {{job_e2e_seconds}} AS e2e
         FROM crcr_workflow_job FINAL
         WHERE status = 'completed'
           AND completed_at >= now() - {days:UInt32} * 86400
