@@ -31,9 +31,7 @@ class CollectorService final : public service::Service {
  public:
   static absl::StatusOr<std::unique_ptr<service::Service>> Start(CollectorSettings settings,
                                                                   service::Runtime& runtime) {
-    std::unique_ptr<CollectorService> svc(new CollectorService(std::move(settings), runtime));
-    RELAY_RETURN_IF_ERROR(svc->Wire(runtime));
-    return std::unique_ptr<service::Service>(std::move(svc));
+    return service::Wired(std::unique_ptr<CollectorService>(new CollectorService(std::move(settings), runtime)), runtime);
   }
 
   ~CollectorService() override {
@@ -61,6 +59,8 @@ class CollectorService final : public service::Service {
                   .Help("JWKS fetches by result (ok, failed)")
                   .Register(runtime.metrics())) {}
 
+ public:
+  // Called once, by service::Wired (Start): clients, routes, checks, tasks.
   absl::Status Wire(service::Runtime& runtime) {
     const auto& s = settings_;
     auto& metrics = runtime.metrics();
@@ -193,6 +193,8 @@ class CollectorService final : public service::Service {
                                              {"legacy_tokenless", s.allow_missing_relay_token}});
     return absl::OkStatus();
   }
+
+ private:
 
   void Stop() {
     if (stopping_.exchange(true)) return;

@@ -75,9 +75,7 @@ class DispatchService final : public service::Service {
  public:
   static absl::StatusOr<std::unique_ptr<service::Service>> Start(DispatchSettings settings,
                                                                   service::Runtime& runtime) {
-    std::unique_ptr<DispatchService> svc(new DispatchService(std::move(settings), runtime));
-    RELAY_RETURN_IF_ERROR(svc->Wire(runtime));
-    return std::unique_ptr<service::Service>(std::move(svc));
+    return service::Wired(std::unique_ptr<DispatchService>(new DispatchService(std::move(settings), runtime)), runtime);
   }
 
   ~DispatchService() override {
@@ -172,6 +170,8 @@ class DispatchService final : public service::Service {
     for (const char* r : {"published", "older"}) label_facts_.Add({{"result", r}});
   }
 
+ public:
+  // Called once, by service::Wired (Start): clients, routes, checks, tasks.
   absl::Status Wire(service::Runtime& runtime) {
     const auto& s = settings_;
     auto& metrics = runtime.metrics();
@@ -277,6 +277,8 @@ class DispatchService final : public service::Service {
                {"concurrency", s.scheduler.concurrency}});
     return absl::OkStatus();
   }
+
+ private:
 
   void Stop() {
     if (stopping_.exchange(true)) return;

@@ -37,9 +37,7 @@ class IntakeService final : public service::Service {
  public:
   static absl::StatusOr<std::unique_ptr<service::Service>> Start(IntakeSettings settings,
                                                                   service::Runtime& runtime) {
-    std::unique_ptr<IntakeService> svc(new IntakeService(std::move(settings)));
-    RELAY_RETURN_IF_ERROR(svc->Wire(runtime));
-    return std::unique_ptr<service::Service>(std::move(svc));
+    return service::Wired(std::unique_ptr<IntakeService>(new IntakeService(std::move(settings))), runtime);
   }
 
   bool Drain(std::chrono::milliseconds budget) override {
@@ -53,6 +51,8 @@ class IntakeService final : public service::Service {
  private:
   explicit IntakeService(IntakeSettings settings) : settings_(std::move(settings)) {}
 
+ public:
+  // Called once, by service::Wired (Start): clients, routes, checks, tasks.
   absl::Status Wire(service::Runtime& runtime) {
     const auto& s = settings_;
     dedup_ = std::make_unique<DeliveryDedup>(&runtime.clock(), s.dedup_window,
@@ -84,6 +84,8 @@ class IntakeService final : public service::Service {
                {"secrets", static_cast<int64_t>(s.webhook.secrets.size())}});
     return absl::OkStatus();
   }
+
+ private:
 
   // Is the topic there, and does it take the largest record intake sends?
   // The answer (or exactly what is wrong) is logged when it changes and

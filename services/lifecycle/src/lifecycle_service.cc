@@ -24,7 +24,7 @@ class LifecycleService final : public service::Service {
  public:
   explicit LifecycleService(LifecycleSettings s) : s_(std::move(s)) {}
 
-  absl::Status Init(service::Runtime& runtime) {
+  absl::Status Wire(service::Runtime& runtime) {
     auto& metrics = runtime.metrics();
     // Who may call.
     std::vector<auth::ServiceToken> tokens;
@@ -299,10 +299,8 @@ absl::StatusOr<LifecycleSettings> LoadSettings(Config& config) {
 service::Definition Definition() {
   return service::Define(
       "relay-lifecycle", [](Config& config, const service::CommonSettings&) { return LoadSettings(config); },
-      [](LifecycleSettings settings, service::Runtime& runtime) -> absl::StatusOr<std::unique_ptr<service::Service>> {
-        auto svc = std::make_unique<LifecycleService>(std::move(settings));
-        RELAY_RETURN_IF_ERROR(svc->Init(runtime));
-        return std::unique_ptr<service::Service>(std::move(svc));
+      [](LifecycleSettings settings, service::Runtime& runtime) {
+        return service::Wired(std::make_unique<LifecycleService>(std::move(settings)), runtime);
       });
 }
 

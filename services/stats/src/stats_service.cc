@@ -42,9 +42,7 @@ std::string ErrorLabel(const absl::Status& s) {
 class StatsService final : public service::Service {
  public:
   static absl::StatusOr<std::unique_ptr<service::Service>> Start(StatsSettings s, service::Runtime& runtime) {
-    auto svc = std::unique_ptr<StatsService>(new StatsService(std::move(s), runtime));
-    RELAY_RETURN_IF_ERROR(svc->Init(runtime));
-    return std::unique_ptr<service::Service>(std::move(svc));
+    return service::Wired(std::unique_ptr<StatsService>(new StatsService(std::move(s), runtime)), runtime);
   }
 
   ~StatsService() override { Stop(); }
@@ -106,7 +104,9 @@ class StatsService final : public service::Service {
                             .Register(runtime.metrics())
                             .Add({})) {}
 
-  absl::Status Init(service::Runtime& runtime) {
+ public:
+  // Called once, by service::Wired (Start): clients, routes, checks, tasks.
+  absl::Status Wire(service::Runtime& runtime) {
     const StatsSettings& s = settings_;
     // Every series a dashboard or alert reads exists from the start, at 0
     // (a counter that appears only with its first error cannot be told
@@ -213,6 +213,8 @@ class StatsService final : public service::Service {
                                          {"max_buffer_bytes", s.max_buffer_bytes}});
     return absl::OkStatus();
   }
+
+ private:
 
   void Stop() {
     if (stopping_.exchange(true)) return;

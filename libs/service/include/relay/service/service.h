@@ -140,6 +140,15 @@ struct Definition {
   absl::AnyInvocable<absl::StatusOr<Starter>(Config&, const CommonSettings&)> configure;
 };
 
+// A service made by `new` and then wired (its clients, routes, readiness
+// checks and tasks) by its `absl::Status Wire(Runtime&)`: the service, or
+// Wire's error (the half-wired service destroyed). What a Start returns.
+template <typename S>
+absl::StatusOr<std::unique_ptr<Service>> Wired(std::unique_ptr<S> service, Runtime& runtime) {
+  if (absl::Status s = service->Wire(runtime); !s.ok()) return s;
+  return std::unique_ptr<Service>(std::move(service));
+}
+
 // The Definition of a service named `name` whose settings `load` reads
 // (Config&, const CommonSettings&) -> absl::StatusOr<Settings>, and which
 // `start` starts (Settings, Runtime&) -> absl::StatusOr<std::unique_ptr<Service>>.
