@@ -41,6 +41,12 @@ bool FlushBefore(kafka::Producer& producer, std::chrono::steady_clock::time_poin
   return flushed.ok();
 }
 
+bool StopThenFlush(std::chrono::milliseconds budget, const std::function<void()>& stop, kafka::Producer& producer) {
+  auto deadline = std::chrono::steady_clock::now() + budget;
+  stop();
+  return FlushBefore(producer, deadline);
+}
+
 CommonSettings ReadCommonSettings(Config& config) {
   CommonSettings s;
   if (auto st = http::ParseListenAddress(config.String("http.listen", "127.0.0.1:8080"), &s.http); !st.ok()) {

@@ -44,10 +44,13 @@ class CollectorService final : public service::Service {
   }
 
   bool Drain(std::chrono::milliseconds budget) override {
-    auto deadline = std::chrono::steady_clock::now() + budget;
-    if (grpc_) grpc_->Shutdown(budget / 2);  // calls in progress finish first
-    Stop();
-    return service::FlushBefore(*producer_, deadline);
+    return service::StopThenFlush(
+        budget,
+        [this, budget] {
+          if (grpc_) grpc_->Shutdown(budget / 2);  // calls in progress finish first
+          Stop();
+        },
+        *producer_);
   }
 
  private:

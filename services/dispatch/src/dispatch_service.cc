@@ -86,9 +86,7 @@ class DispatchService final : public service::Service {
   }
 
   bool Drain(std::chrono::milliseconds budget) override {
-    auto deadline = std::chrono::steady_clock::now() + budget;
-    Stop();
-    return service::FlushBefore(*producer_, deadline);
+    return service::StopThenFlush(budget, [this] { Stop(); }, *producer_);
   }
 
  private:

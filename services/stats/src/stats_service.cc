@@ -48,9 +48,7 @@ class StatsService final : public service::Service {
   ~StatsService() override { Stop(); }
 
   bool Drain(std::chrono::milliseconds budget) override {
-    auto deadline = std::chrono::steady_clock::now() + budget;
-    Stop();
-    return service::FlushBefore(*producer_, deadline);
+    return service::StopThenFlush(budget, [this] { Stop(); }, *producer_);
   }
 
  private:

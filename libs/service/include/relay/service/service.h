@@ -129,6 +129,11 @@ class Service {
 // and logs an incomplete flush. False when records were left unflushed.
 bool FlushBefore(kafka::Producer& producer, std::chrono::steady_clock::time_point deadline);
 
+// The Drain of a service that consumes: `stop` (servers and consumers stop,
+// offsets are committed), then `producer` flushed within what is left of
+// `budget` (FlushBefore).
+bool StopThenFlush(std::chrono::milliseconds budget, const std::function<void()>& stop, kafka::Producer& producer);
+
 // Starts the service on a runtime.
 using Starter = absl::AnyInvocable<absl::StatusOr<std::unique_ptr<Service>>(Runtime&)>;
 
