@@ -177,6 +177,15 @@ class KafkaSource final : public internal::Source {
     return ToStatus(rd_kafka_consumer_close(rk_), "consumer close");
   }
 
+  std::shared_ptr<const GroupMember> Member() const override {
+    // librdkafka answers from its group thread (a request it waits for):
+    // safe from any thread while the handle lives, which it does until
+    // this source is destroyed; after Close there is no membership.
+    if (closed_ || !rk_) return nullptr;
+    rd_kafka_consumer_group_metadata_t* m = rd_kafka_consumer_group_metadata(rk_);
+    return m ? std::make_shared<const GroupMember>(m) : nullptr;
+  }
+
  private:
   void CountError(rd_kafka_resp_err_t err, const char* reason) {
     errors_.Add({{"error", rd_kafka_err2name(err)}}).Increment();
@@ -266,7 +275,7 @@ class KafkaSource final : public internal::Source {
   std::map<TopicPartition, prometheus::Gauge*> lag_gauges_;  // polling thread only
   simdjson::dom::parser stats_parser_;                       // polling thread only
   rd_kafka_t* rk_ = nullptr;
-  bool closed_ = false;
+  std::atomic<bool> closed_{false};
   std::mutex mu_;
   absl::Status degraded_;
 };

@@ -48,6 +48,8 @@ class Source {
   virtual void Resume(const TopicPartition& tp) = 0;
   // Commits stored offsets and leaves the group.
   virtual absl::Status Close() = 0;
+  // Any thread (Consumer::Member).
+  virtual std::shared_ptr<const GroupMember> Member() const { return nullptr; }
   void set_on_revoke(RevokeCallback callback) { on_revoke_ = std::move(callback); }
   // Called inside Poll once partitions are assigned, before any of their
   // records is returned.
@@ -88,6 +90,7 @@ class LoopConsumer final : public Consumer {
   absl::Status RunBatches(BatchOptions options, BatchHandler handler) override;
   void Stop() override { stop_ = true; }
   absl::Status Health() const override;
+  std::shared_ptr<const GroupMember> Member() const override { return source_->Member(); }
 
  private:
   absl::Status Deliver(BatchHandler& handler);

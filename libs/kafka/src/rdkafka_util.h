@@ -10,7 +10,21 @@
 
 #include "absl/status/statusor.h"
 
+#include "relay/kafka/consumer.h"
 #include "relay/kafka/record.h"
+
+namespace relay::kafka {
+
+// consumer.h: a snapshot of librdkafka's consumer group metadata.
+struct GroupMember {
+  explicit GroupMember(rd_kafka_consumer_group_metadata_t* m) : metadata(m) {}
+  ~GroupMember() { rd_kafka_consumer_group_metadata_destroy(metadata); }
+  GroupMember(const GroupMember&) = delete;
+  GroupMember& operator=(const GroupMember&) = delete;
+  rd_kafka_consumer_group_metadata_t* metadata;
+};
+
+}  // namespace relay::kafka
 
 namespace relay::kafka::internal {
 

@@ -16,6 +16,10 @@
 //     Unavailable (none became visible), the producer goes on.
 //   - retriable (a commit that timed out): the commit is tried again until
 //     the delivery timeout.
+//   - with group_offsets, the group coordinator refusing the offsets
+//     (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID: the member
+//     is stale; librdkafka makes it abortable): aborted, its records fail
+//     with GroupFencedError.
 #include <librdkafka/rdkafka.h>
 
 #include <atomic>
@@ -26,16 +30,32 @@
 
 #include "absl/strings/cord.h"
 #include "prometheus/counter.h"
+#include "prometheus/histogram.h"
 #include "relay/base/log.h"
 #include "relay/kafka/errors.h"
 #include "relay/kafka/producer.h"
 #include "relay/kafka/security.h"
+#include "rdkafka_util.h"
 
 namespace relay::kafka {
 
 namespace {
 constexpr char kFencedPayload[] = "type.relay.dev/relay.kafka.Fenced";
+constexpr char kGroupFencedPayload[] = "type.relay.dev/relay.kafka.GroupFenced";
+
+bool IsStaleMember(rd_kafka_resp_err_t code) {
+  return code == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION || code == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID ||
+         code == RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID || code == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS;
+}
 }  // namespace
+
+absl::Status GroupFencedError(std::string_view reason) {
+  absl::Status status = absl::UnavailableError(std::string(reason));
+  status.SetPayload(kGroupFencedPayload, absl::Cord("group-fenced"));
+  return status;
+}
+
+bool IsGroupFenced(const absl::Status& status) { return status.GetPayload(kGroupFencedPayload).has_value(); }
 
 absl::Status FencedError(std::string_view reason) {
   absl::Status status = absl::FailedPreconditionError(std::string(reason));
@@ -62,7 +82,13 @@ class TransactionalProducer final : public Producer {
         transactions_(prometheus::BuildCounter()
                           .Name("relay_kafka_transactions_total")
                           .Help("Producer transactions, by result (committed, aborted, fenced)")
-                          .Register(*registry_)) {}
+                          .Register(*registry_)),
+        seconds_(prometheus::BuildHistogram()
+                     .Name("relay_kafka_transaction_seconds")
+                     .Help("Producer transactions from begin to the commit's answer (committed ones)")
+                     .Register(*registry_)
+                     .Add({}, prometheus::Histogram::BucketBoundaries{0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2,
+                                                                      0.5, 1, 2, 5})) {}
 
   ~TransactionalProducer() override {
     {
@@ -189,9 +215,15 @@ class TransactionalProducer final : public Producer {
         batch.swap(queue_);
         committing_ = true;
       }
+      auto began = std::chrono::steady_clock::now();
       absl::Status result = Transaction(batch);
       if (result.ok()) {
         transactions_.Add({{"result", "committed"}}).Increment();
+        seconds_.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+      } else if (IsGroupFenced(result)) {
+        transactions_.Add({{"result", "group_fenced"}}).Increment();
+        log::Warn("transaction refused by the group coordinator (this member is stale); its records failed",
+                  {{"error", std::string(result.message())}, {"records", static_cast<int64_t>(batch.size())}});
       } else if (IsFenced(result)) {
         transactions_.Add({{"result", "fenced"}}).Increment();
         log::Error("transactional producer fenced; its records and every later one fail",
@@ -231,12 +263,15 @@ class TransactionalProducer final : public Producer {
         break;
       }
     }
+    bool stale_member = false;
+    if (produced.ok() && options_.group_offsets) produced = SendOffsets(timeout, &stale_member);
     if (produced.ok()) {
       auto deadline = std::chrono::steady_clock::now() + timeout;
       for (;;) {
         rd_kafka_error_t* e = rd_kafka_commit_transaction(rk_, static_cast<int>(timeout.count()));
         if (!e) return absl::OkStatus();
         if (rd_kafka_error_is_fatal(e)) return TxnError(e, "commit_transaction");
+        stale_member = stale_member || IsStaleMember(rd_kafka_error_code(e));
         bool retry = rd_kafka_error_is_retriable(e) && std::chrono::steady_clock::now() < deadline;
         if (!retry) {
           produced = TxnError(e, "commit_transaction");
@@ -251,7 +286,30 @@ class TransactionalProducer final : public Producer {
       if (IsFenced(abort)) return abort;
       log::Warn("abort_transaction failed", {{"error", std::string(abort.message())}});
     }
-    return absl::UnavailableError("not committed: " + std::string(produced.message()));
+    std::string why = "not committed: " + std::string(produced.message());
+    return stale_member ? GroupFencedError(why) : absl::UnavailableError(why);
+  }
+
+  // The group's offsets into the open transaction (group_offsets): the
+  // coordinator checks the member's generation here.
+  absl::Status SendOffsets(std::chrono::milliseconds timeout, bool* stale_member) {
+    absl::StatusOr<GroupOffsets> got = options_.group_offsets();
+    if (!got.ok()) return got.status();
+    if (!got->member || got->next_offsets.empty()) {
+      return absl::UnavailableError("no group membership or no offsets to fence the transaction with");
+    }
+    rd_kafka_topic_partition_list_t* list =
+        rd_kafka_topic_partition_list_new(static_cast<int>(got->next_offsets.size()));
+    for (const auto& [tp, next] : got->next_offsets) {
+      rd_kafka_topic_partition_list_add(list, tp.topic.c_str(), tp.partition)->offset = next;
+    }
+    rd_kafka_error_t* e = rd_kafka_send_offsets_to_transaction(rk_, list, got->member->metadata,
+                                                               static_cast<int>(timeout.count()));
+    rd_kafka_topic_partition_list_destroy(list);
+    if (!e) return absl::OkStatus();
+    if (rd_kafka_error_is_fatal(e)) return TxnError(e, "send_offsets_to_transaction");
+    *stale_member = IsStaleMember(rd_kafka_error_code(e));
+    return TxnError(e, "send_offsets_to_transaction");
   }
 
   void FailAll(const absl::Status& why) {
@@ -268,6 +326,7 @@ class TransactionalProducer final : public Producer {
   std::shared_ptr<prometheus::Registry> own_registry_;
   prometheus::Registry* registry_;
   prometheus::Family<prometheus::Counter>& transactions_;
+  prometheus::Histogram& seconds_;
   rd_kafka_t* rk_ = nullptr;
   std::thread committer_;
   mutable std::mutex mu_;

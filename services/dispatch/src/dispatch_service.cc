@@ -13,6 +13,7 @@
 #include "relay/allowlist/allowlist.h"
 #include "relay/auth/relay_token.h"
 #include "relay/base/log.h"
+#include "relay/base/random.h"
 #include "relay/base/status.h"
 #include "relay/dispatch/ledger.h"
 #include "relay/dispatch/replay_guard.h"
@@ -188,7 +189,17 @@ class DispatchService final : public service::Service {
     RELAY_ASSIGN_OR_RETURN(producer_, runtime.factories().producer(s.kafka, &metrics));
     RELAY_ASSIGN_OR_RETURN(reader_, runtime.factories().reader(s.kafka.bootstrap));
     RELAY_ASSIGN_OR_RETURN(int ledger_partitions, reader_->Partitions(s.topics.ledger));
-    ledger_ = std::make_unique<Ledger>(s.topics.ledger, ledger_partitions, producer_.get(), reader_.get(), clock_);
+    // STARTED marks go through a transaction that also commits the input
+    // offsets as this member of the group (KIP-447): the group coordinator
+    // refuses it once another member owns the partitions, and no GitHub
+    // call follows a refused mark (Fence below).
+    kafka::ProducerOptions fenced = s.kafka;
+    fenced.client_id = s.kafka.client_id + "-started";
+    fenced.transactional_id = s.group_id + ".started." + RandomHex(8);
+    fenced.group_offsets = [this] { return Fence(); };
+    RELAY_ASSIGN_OR_RETURN(started_producer_, runtime.factories().producer(fenced, &metrics));
+    ledger_ = std::make_unique<Ledger>(s.topics.ledger, ledger_partitions, producer_.get(), started_producer_.get(),
+                                       reader_.get(), clock_);
     // What the ledger remembers bounds what dispatch acts on (a record older
     // than that could repeat writes it forgot): read from the topic itself.
     // One admin client for the start's checks (this and the budget's below).
@@ -258,6 +269,10 @@ class DispatchService final : public service::Service {
     };
     co.on_revoke = [this](const std::vector<TopicPartition>& tps) { Revoked(tps); };
     RELAY_ASSIGN_OR_RETURN(consumer_, service::GroupConsumer::Open(runtime, std::move(co), producer_.get()));
+    {
+      std::lock_guard lock(fence_mu_);
+      member_of_ = &consumer_->consumer();
+    }
     runtime.AddReadinessCheck("budget", [b = budget_.get()] { return b->Health(); });
     runtime.Every(s.allowlist_reload, [this] { (void)allowlist_->Refresh(); });
     runtime.Every(1s, [this] { budget_gauge_.Set(static_cast<double>(budget_->WritesLeftInWindow())); });
@@ -298,6 +313,7 @@ class DispatchService final : public service::Service {
 
   absl::Status HandleBatch(kafka::Batch& batch) {
     auto list = allowlist_->Current();
+    HoldBatchStarts(batch);
     std::vector<std::shared_ptr<InFlight>> waits;
     std::vector<RecordPlan*> facts;
     for (size_t i = 0; i < batch.records().size(); ++i) {
@@ -379,7 +395,37 @@ class DispatchService final : public service::Service {
     }
     for (const auto& [tp, next] : handled) RELAY_RETURN_IF_ERROR(ledger_->MarkHandled(tp, next));
     for (const auto& rec : batch.records()) planned_.erase({rec.topic, rec.partition, rec.offset});
+    std::lock_guard lock(fence_mu_);
+    for (const auto& rec : batch.records()) batch_starts_.erase({rec.topic, rec.partition});
     return absl::OkStatus();
+  }
+
+  // Where each partition of the batch in hand starts: every record before
+  // it was handled and its offset stored, so committing it (with a STARTED
+  // mark's transaction) never moves the group's offset past unfinished work
+  // nor back behind what the consumer committed.
+  void HoldBatchStarts(const kafka::Batch& batch) {
+    std::map<TopicPartition, int64_t> starts;
+    for (const auto& rec : batch.records()) {
+      auto [it, fresh] = starts.try_emplace({rec.topic, rec.partition}, rec.offset);
+      if (!fresh) it->second = std::min(it->second, rec.offset);
+    }
+    std::lock_guard lock(fence_mu_);
+    for (const auto& [tp, start] : starts) batch_starts_[tp] = start;
+  }
+
+  // What a STARTED mark's transaction commits, and as whom (the producer's
+  // committer thread asks before each commit): this member as the group
+  // knows it now, and the starts of the batches in hand. A member another
+  // generation replaced is refused by the coordinator: the transaction
+  // aborts, the marks fail, and their writes never reach GitHub.
+  absl::StatusOr<kafka::GroupOffsets> Fence() {
+    kafka::GroupOffsets out;
+    std::lock_guard lock(fence_mu_);
+    if (!member_of_) return absl::UnavailableError("not consuming yet");
+    out.member = member_of_->Member();
+    out.next_offsets = batch_starts_;
+    return out;
   }
 
   // The writes and facts one input record asks for; an error is poison.
@@ -497,6 +543,10 @@ class DispatchService final : public service::Service {
       }
     }
     if (unfinished > 0) revoked_in_doubt_.Increment(static_cast<double>(unfinished));
+    {
+      std::lock_guard lock(fence_mu_);
+      for (const auto& tp : tps) batch_starts_.erase(tp);
+    }
     ledger_->Drop(tps);
     for (auto it = planned_.begin(); it != planned_.end();) {
       TopicPartition tp{std::get<0>(it->first), std::get<1>(it->first)};
@@ -696,6 +746,12 @@ class DispatchService final : public service::Service {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Reconciler> reconciler_;
   std::unique_ptr<service::GroupConsumer> consumer_;
+  // The fence of STARTED marks (Fence): declared after the consumer, so
+  // the producer that asks for it goes first.
+  std::mutex fence_mu_;
+  kafka::Consumer* member_of_ = nullptr;
+  std::map<TopicPartition, int64_t> batch_starts_;  // partitions of batches in hand
+  std::unique_ptr<kafka::Producer> started_producer_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> stopped_{false};  // result recording gives up from here on
   std::mutex retry_mu_;

@@ -134,7 +134,8 @@ void Ledger::Remember(const kafka::TopicPartition& input, const std::string& id,
 }
 
 absl::Status Ledger::Put(const kafka::TopicPartition& input, const v1::GitHubRequest& request, State state) {
-  absl::Status s = kafka::SendAndWait(*producer_, Entry(input, request, state));
+  kafka::Producer& p = state == v1::LedgerEntry::STARTED ? *started_ : *producer_;
+  absl::Status s = kafka::SendAndWait(p, Entry(input, request, state));
   if (s.ok()) Remember(input, request.id(), state);
   return s;
 }

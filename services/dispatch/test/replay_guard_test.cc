@@ -88,7 +88,7 @@ TEST(LedgerMarkTest, TheHandledMarkSurvivesARestartPerInputPartitionAndNeverMove
   FakeClock clock;
   kafka::TopicPartition p0{"github.webhooks", 0}, p2{"github.webhooks", 2}, r0{"github.requests", 0};
   {
-    Ledger ledger("dispatch.ledger", 2, &producer, &reader, &clock);
+    Ledger ledger("dispatch.ledger", 2, &producer, &producer, &reader, &clock);
     ASSERT_TRUE(ledger.Load({p0, p2, r0}).ok());
     EXPECT_EQ(ledger.HandledThrough(p0), 0);
     ASSERT_TRUE(ledger.MarkHandled(p0, 120).ok());
@@ -100,7 +100,7 @@ TEST(LedgerMarkTest, TheHandledMarkSurvivesARestartPerInputPartitionAndNeverMove
     ASSERT_TRUE(ledger.Put(p0, req, v1::LedgerEntry::DONE).ok());
   }
   // Another instance takes the partitions over.
-  Ledger next("dispatch.ledger", 2, &producer, &reader, &clock);
+  Ledger next("dispatch.ledger", 2, &producer, &producer, &reader, &clock);
   ASSERT_TRUE(next.Load({p0, p2, r0}).ok());
   EXPECT_EQ(next.HandledThrough(p0), 120);
   EXPECT_EQ(next.HandledThrough(p2), 7);

@@ -110,6 +110,13 @@ inline constexpr const char* kProtectedConsumerProperties[] = {
     "enable.auto.offset.store", "enable.auto.commit", "auto.commit.enable", "group.id",
     "bootstrap.servers", "metadata.broker.list", "enable.partition.eof"};
 
+// This consumer as a member of its group, as the group coordinator knows it
+// (group id, generation, member id): what a transaction that also commits
+// offsets carries, so the coordinator can refuse it from a member that is
+// no longer in the current generation (KIP-447; producer.h,
+// ProducerOptions::group_offsets). Opaque; defined in libs/kafka.
+struct GroupMember;
+
 // Runs on the thread that calls Run/RunBatches. A partition whose record
 // failed is paused, not slept on: polling goes on, so rebalances and other
 // partitions are served during a backoff. Offsets are committed periodically,
@@ -128,6 +135,10 @@ class Consumer {
   // Any thread: OK while the consumer can make progress, the reason when it
   // stopped with an error or is retrying a dead-letter write (for /readyz).
   virtual absl::Status Health() const = 0;
+  // Any thread: the membership now (a snapshot: a rebalance after the call
+  // makes it stale, which is the point); null before the first join, or
+  // for a consumer that is not a Kafka group member (the in-memory fake).
+  virtual std::shared_ptr<const GroupMember> Member() const { return nullptr; }
 };
 
 // `dead_letters` must outlive the consumer; it is used to write poison

@@ -17,6 +17,15 @@
 
 namespace relay::kafka {
 
+struct GroupMember;  // consumer.h
+
+// Offsets a transaction commits for a consumer group, as one of its
+// members (ProducerOptions::group_offsets).
+struct GroupOffsets {
+  std::shared_ptr<const GroupMember> member;
+  std::map<TopicPartition, int64_t> next_offsets;  // the next record to read, per partition
+};
+
 // Called exactly once per Send, on a producer-owned thread (or, when the
 // record cannot even be queued, on the caller's): OK means every in-sync
 // replica has the record (acks=all). Must not block for long.
@@ -107,6 +116,15 @@ struct ProducerOptions {
   // Set: a transactional producer (below) with this fixed id, for a role
   // only one process may hold (lifecycle's leader).
   std::string transactional_id;
+  // Transactional only. Set: every transaction also commits these offsets
+  // for the member's group (asked on the committer thread before each
+  // commit), so the group coordinator refuses the whole transaction, and
+  // none of its records becomes visible, once the member is no longer in
+  // the group's current generation (KIP-447: a member that lost its
+  // partitions without knowing it is fenced). An error from it, or no
+  // member or no offsets, aborts the transaction (its records fail with
+  // Unavailable): a transaction is never committed unfenced.
+  std::function<absl::StatusOr<GroupOffsets>()> group_offsets;
 };
 
 // The transactional producer (ProducerOptions::transactional_id): records
@@ -119,9 +137,15 @@ struct ProducerOptions {
 // aborted (Unavailable: none of its records is visible), or once the
 // producer was fenced (FencedError, for this and every later Send; a fenced
 // producer is never recreated: that would fence the new holder in turn).
+// With group_offsets, a transaction the group coordinator refuses (its
+// member is stale: ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID) is aborted and its
+// records fail with GroupFencedError; the producer goes on (the member may
+// rejoin).
 // Making it blocks until the fencing is done (init_transactions).
 absl::Status FencedError(std::string_view reason);
 bool IsFenced(const absl::Status& status);
+absl::Status GroupFencedError(std::string_view reason);
+bool IsGroupFenced(const absl::Status& status);
 
 // librdkafka properties `extra` may not set: they would weaken acks=all,
 // idempotence, per-key order or the delivery bound.

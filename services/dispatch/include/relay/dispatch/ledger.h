@@ -60,8 +60,17 @@ class Ledger {
  public:
   using State = v1::LedgerEntry::State;
 
-  Ledger(std::string topic, int partitions, kafka::Producer* producer, kafka::TopicReader* reader, const Clock* clock)
-      : topic_(std::move(topic)), partitions_(partitions), producer_(producer), reader_(reader), clock_(clock) {}
+  // `started` writes the STARTED marks (dispatch's is transactional and
+  // fenced by the consumer group: a mark it refuses means the write must
+  // not go out); `producer` everything else.
+  Ledger(std::string topic, int partitions, kafka::Producer* producer, kafka::Producer* started,
+         kafka::TopicReader* reader, const Clock* clock)
+      : topic_(std::move(topic)),
+        partitions_(partitions),
+        producer_(producer),
+        started_(started),
+        reader_(reader),
+        clock_(clock) {}
 
   // Reads the ledger of newly owned input partitions (on the consuming
   // thread, before their records are handled).
@@ -94,6 +103,7 @@ class Ledger {
   std::string topic_;
   int partitions_;
   kafka::Producer* producer_;
+  kafka::Producer* started_;
   kafka::TopicReader* reader_;
   const Clock* clock_;
   mutable std::mutex mu_;
