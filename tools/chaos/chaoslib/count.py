@@ -1,11 +1,8 @@
 """Counting, Jepsen-style: what each stage acknowledged, lost and duplicated; the verdict and the report."""
 import collections
-import datetime
-import glob
 import json
 import os
 import platform
-import re
 import subprocess
 import time
 
@@ -25,27 +22,6 @@ def fake_dispatch_times(stack):
 
 def fake_pairs(stack):
     return collections.Counter({p: len(t) for p, t in fake_dispatch_times(stack).items()})
-
-
-def lost_session_windows(run_dir):
-    """When a dispatch instance went on as a partition owner after its group
-    had given its partitions to another member: from its last successful
-    answer from the group coordinator to the moment librdkafka told it the
-    session was lost (its SESSTMOUT log line says how long ago that answer
-    was), plus 5 s for the revocation to finish. (start_ms, end_ms) each."""
-    windows = []
-    for path in glob.glob(f"{run_dir}/dispatch*.log"):
-        for line in open(path, errors="replace"):
-            if '"SESSTMOUT"' not in line:
-                continue
-            try:
-                entry = json.loads(line)
-                at = datetime.datetime.fromisoformat(entry["ts"].replace("Z", "+00:00")).timestamp() * 1000
-                silent = int(re.search(r"after (\d+) ms", entry["message"]).group(1))
-            except (ValueError, KeyError, AttributeError):
-                continue
-            windows.append((at - silent, at + 5000))
-    return windows
 
 
 def wait_quiet(label, probe, settle, timeout):
@@ -137,25 +113,15 @@ def count(stack, load, fanout, warm, callbacks_log, prefix):
             repeated.add((r.delivery_id, r.downstream_repo.lower()))
     lost2 = sorted(expected - set(seen))
     dup_pairs = {p: n for p, n in seen.items() if n > 1}
-    unmarked_all = sorted(p for p in dup_pairs if p not in repeated)
-    # A known gap (docs/reliability.md, "Known gaps"): an instance that lost
-    # its group session without knowing it (its coordinator unreachable)
-    # goes on as the owner while the group gives the partition to another
-    # member; both make the call, neither knows of the other's. Counted and
-    # reported apart; an unmarked repeat outside such a window fails the run.
-    windows = lost_session_windows(stack.dir)
-    def in_window(p):
-        again = sorted(call_times[p])[1:]
-        return all(any(a <= t <= b for a, b in windows) for t in again)
-    overlap = [p for p in unmarked_all if in_window(p)]
-    unmarked = [p for p in unmarked_all if not in_window(p)]
+    # Every call made twice must be marked: an instance that lost its group
+    # session without knowing it is fenced by the group (its STARTED marks
+    # are refused), so there is no allowance for overlapping owners.
+    unmarked = sorted(p for p in dup_pairs if p not in repeated)
     unexpected = sorted(set(seen) - expected)
     stages.append({"stage": "GitHub dispatches (fake GitHub)", "attempted": len(expected),
                    "acknowledged": len(seen), "lost": len(lost2), "duplicated": sum(n - 1 for n in dup_pairs.values()),
                    "duplicated_marked_repeated": sum(n - 1 for p, n in dup_pairs.items() if p in repeated),
                    "duplicated_unmarked": len(unmarked), "unexpected_pairs": len(unexpected),
-                   "duplicated_overlapping_owners": len(overlap),
-                   "overlap_ids": [list(p) for p in overlap[:20]],
                    "lost_ids": [list(p) for p in lost2[:20]], "duplicate_ids": [list(p) for p in unmarked[:20]]})
     # 3. callbacks decided
     lines = [json.loads(l) for l in open(callbacks_log)] if os.path.exists(callbacks_log) else []
@@ -280,21 +246,12 @@ def report(args, stages, faults, load, problems, started, elapsed, kills_total):
         if "duplicated_marked_repeated" in s:
             notes = (f"{s['duplicated_marked_repeated']} repeated calls, each marked repeated (in flight at a kill); "
                      f"{s['duplicated_unmarked']} unmarked")
-            if s.get("duplicated_overlapping_owners"):
-                notes += (f"; **{s['duplicated_overlapping_owners']} pairs called again unmarked by overlapping "
-                          f"owners** (an instance that had lost its group session without knowing it: the known "
-                          f"gap in docs/reliability.md)")
         if "retried" in s:
             notes += f"; {s['retried']} callbacks needed retries; answers {s['outcomes']}"
         out.append(f"| {s['stage']} | {s['attempted']} | {s['acknowledged']} | {s['lost']} | {s['duplicated']} | {notes} |")
     out.append("")
-    overlap = sum(s.get("duplicated_overlapping_owners", 0) for s in stages)
     if problems:
         verdict_text = "**FAIL**: " + "; ".join(problems)
-    elif overlap:
-        verdict_text = ("**pass, with the known gap**: nothing acknowledged was lost; every duplicate is one the "
-                        f"design allows except {overlap} GitHub calls made twice by overlapping owners (see "
-                        "docs/reliability.md, Known gaps)")
     else:
         verdict_text = "**pass**: nothing acknowledged was lost; every duplicate is one the design allows."
     out.append("Verdict: " + verdict_text)
