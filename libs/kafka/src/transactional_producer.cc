@@ -117,7 +117,10 @@ class TransactionalProducer final : public Producer {
         // A transaction left open by a process that died blocks
         // read_committed readers of its partitions until this passes (a new
         // producer of the same id ends it at once).
-        {"transaction.timeout.ms", std::to_string(std::max<int64_t>(10'000, timeout.count() * 2))},
+        {"transaction.timeout.ms", std::to_string(options_.transaction_timeout.count() > 0
+                                                      // librdkafka refuses one below message.timeout.ms
+                                                      ? std::max<int64_t>(timeout.count(), options_.transaction_timeout.count())
+                                                      : std::max<int64_t>(10'000, timeout.count() * 2))},
         {"message.max.bytes", std::to_string(options_.message_max_bytes)},
     };
     for (auto& kv : SecurityProperties()) props.emplace_back(std::move(kv));
@@ -266,28 +269,44 @@ class TransactionalProducer final : public Producer {
     bool stale_member = false;
     if (produced.ok() && options_.group_offsets) produced = SendOffsets(timeout, &stale_member);
     if (produced.ok()) {
-      auto deadline = std::chrono::steady_clock::now() + timeout;
+      // A commit that timed out is still in progress in librdkafka: the
+      // only call it takes next is the same commit again (anything else is
+      // refused as _CONFLICT, for this transaction and every later one), so
+      // a retriable error is answered by committing again, until it is
+      // decided or the producer closes.
       for (;;) {
         rd_kafka_error_t* e = rd_kafka_commit_transaction(rk_, static_cast<int>(timeout.count()));
         if (!e) return absl::OkStatus();
         if (rd_kafka_error_is_fatal(e)) return TxnError(e, "commit_transaction");
         stale_member = stale_member || IsStaleMember(rd_kafka_error_code(e));
-        bool retry = rd_kafka_error_is_retriable(e) && std::chrono::steady_clock::now() < deadline;
-        if (!retry) {
+        if (!rd_kafka_error_is_retriable(e) || Stopping()) {
           produced = TxnError(e, "commit_transaction");
           break;
         }
+        log::Warn("commit_transaction not answered yet; committing again",
+                  {{"error", std::string(rd_kafka_error_string(e))}});
         rd_kafka_error_destroy(e);
       }
     }
-    // Nothing of it becomes visible; the next transaction starts clean.
-    if (rd_kafka_error_t* e = rd_kafka_abort_transaction(rk_, static_cast<int>(timeout.count()))) {
+    // Nothing of it becomes visible; the next transaction starts clean. An
+    // abort that timed out is likewise only resumed by aborting again.
+    for (;;) {
+      rd_kafka_error_t* e = rd_kafka_abort_transaction(rk_, static_cast<int>(timeout.count()));
+      if (!e) break;
+      bool again = rd_kafka_error_is_retriable(e) && !rd_kafka_error_is_fatal(e) && !Stopping();
       absl::Status abort = TxnError(e, "abort_transaction");
       if (IsFenced(abort)) return abort;
-      log::Warn("abort_transaction failed", {{"error", std::string(abort.message())}});
+      log::Warn(again ? "abort_transaction not answered yet; aborting again" : "abort_transaction failed",
+                {{"error", std::string(abort.message())}});
+      if (!again) break;
     }
     std::string why = "not committed: " + std::string(produced.message());
     return stale_member ? GroupFencedError(why) : absl::UnavailableError(why);
+  }
+
+  bool Stopping() const {
+    std::lock_guard lock(mu_);
+    return stop_;
   }
 
   // The group's offsets into the open transaction (group_offsets): the
@@ -303,8 +322,15 @@ class TransactionalProducer final : public Producer {
     for (const auto& [tp, next] : got->next_offsets) {
       rd_kafka_topic_partition_list_add(list, tp.topic.c_str(), tp.partition)->offset = next;
     }
-    rd_kafka_error_t* e = rd_kafka_send_offsets_to_transaction(rk_, list, got->member->metadata,
-                                                               static_cast<int>(timeout.count()));
+    // Timed out, the call is still in progress: resumed by calling it again.
+    rd_kafka_error_t* e = nullptr;
+    while ((e = rd_kafka_send_offsets_to_transaction(rk_, list, got->member->metadata,
+                                                     static_cast<int>(timeout.count()))) &&
+           rd_kafka_error_is_retriable(e) && !rd_kafka_error_is_fatal(e) && !Stopping()) {
+      log::Warn("send_offsets_to_transaction not answered yet; sending again",
+                {{"error", std::string(rd_kafka_error_string(e))}});
+      rd_kafka_error_destroy(e);
+    }
     rd_kafka_topic_partition_list_destroy(list);
     if (!e) return absl::OkStatus();
     if (rd_kafka_error_is_fatal(e)) return TxnError(e, "send_offsets_to_transaction");

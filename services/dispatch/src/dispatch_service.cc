@@ -197,6 +197,9 @@ class DispatchService final : public service::Service {
     fenced.client_id = s.kafka.client_id + "-started";
     fenced.transactional_id = s.group_id + ".started." + RandomHex(8);
     fenced.group_offsets = [this] { return Fence(); };
+    // A mark's transaction takes milliseconds; one left open by an instance
+    // that died holds its partitions' takeover until the broker aborts it.
+    fenced.transaction_timeout = 5s;
     RELAY_ASSIGN_OR_RETURN(started_producer_, runtime.factories().producer(fenced, &metrics));
     ledger_ = std::make_unique<Ledger>(s.topics.ledger, ledger_partitions, producer_.get(), started_producer_.get(),
                                        reader_.get(), clock_);

@@ -125,6 +125,14 @@ struct ProducerOptions {
   // member or no offsets, aborts the transaction (its records fail with
   // Unavailable): a transaction is never committed unfenced.
   std::function<absl::StatusOr<GroupOffsets>()> group_offsets;
+  // Transactional only: how long a transaction may stay open
+  // (transaction.timeout.ms). A transaction left open by a process that
+  // died blocks read_committed readers of its partitions, and with
+  // group_offsets the group's committed offsets (KIP-447's stable offset
+  // fetch), until the broker aborts it: this long, plus up to its check
+  // interval (transaction.abort.timed.out.transaction.cleanup.interval.ms,
+  // 10 s by default). 0: twice the delivery timeout, at least 10 s.
+  std::chrono::milliseconds transaction_timeout{0};
 };
 
 // The transactional producer (ProducerOptions::transactional_id): records
