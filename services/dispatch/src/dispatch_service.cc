@@ -271,6 +271,7 @@ class DispatchService final : public service::Service {
                {"api", s.api_url},
                {"repos", static_cast<int64_t>(allowlist_->Current()->entries().size())},
                {"max_writes_per_minute", s.budget.max_writes_per_minute},
+               {"budget_scope", std::string(BudgetScopeName(s.budget.scope))},
                {"ledger_retention_ms", ledger_retention_ms_},
                {"concurrency", s.scheduler.concurrency}});
     return absl::OkStatus();
