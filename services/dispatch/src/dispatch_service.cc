@@ -144,6 +144,12 @@ class DispatchService final : public service::Service {
                              "relayctl replay's copy), read_again (below the offset its partition was handled "
                              "through: a group moved back), stale (older than the ledger remembers)")
                        .Register(runtime.metrics())),
+        filtered_(prometheus::BuildCounter()
+                      .Name("relay_dispatch_writes_filtered_total")
+                      .Help("Dispatches not made because the downstream repository's subscription (allowlist) "
+                            "does not ask for them, by reason: event (not this event or action), label (the PR "
+                            "carries none of its labels)")
+                      .Register(runtime.metrics())),
         label_facts_(prometheus::BuildCounter()
                          .Name("relay_dispatch_label_facts_total")
                          .Help("relay.pr_labels facts of webhook records, by result: published, older (not newer "
@@ -415,6 +421,7 @@ class DispatchService final : public service::Service {
         return out;
       }
       out.requests = std::move(plan->requests);
+      for (const auto& [repo, reason] : plan->filtered) filtered_.Add({{"reason", reason}}).Increment();
       if (plan->labels) {
         const auto& l = *plan->labels;
         bool newer = label_facts_table_->Offer(l);
@@ -682,6 +689,7 @@ class DispatchService final : public service::Service {
   prometheus::Counter& repeats_;
   prometheus::Counter& skipped_;
   prometheus::Family<prometheus::Counter>& not_fresh_;
+  prometheus::Family<prometheus::Counter>& filtered_;
   prometheus::Family<prometheus::Counter>& label_facts_;
   prometheus::Gauge& budget_gauge_;
   prometheus::Family<prometheus::Gauge>& rate_remaining_;
