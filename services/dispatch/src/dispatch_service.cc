@@ -343,7 +343,8 @@ class DispatchService final : public service::Service {
       for (auto& request : requests) {
         auto state = ledger_->Get(input, request.id());
         bool retry_failed = redrive && state == v1::LedgerEntry::FAILED && plan.redriven.insert(request.id()).second;
-        if (state == v1::LedgerEntry::DONE || (state == v1::LedgerEntry::FAILED && !retry_failed)) {
+        if (state == v1::LedgerEntry::DONE || state == v1::LedgerEntry::SUPERSEDED ||
+            (state == v1::LedgerEntry::FAILED && !retry_failed)) {
           skipped_.Increment();
           continue;
         }
@@ -459,17 +460,25 @@ class DispatchService final : public service::Service {
     // before it leaves in_flight_, so a write that ended since the batch's
     // first look is seen here and not made again.
     auto state = ledger_->Get(input, request.id());
-    if (state == v1::LedgerEntry::DONE || (state == v1::LedgerEntry::FAILED && !retry_failed)) return nullptr;
+    if (state == v1::LedgerEntry::DONE || state == v1::LedgerEntry::SUPERSEDED ||
+        (state == v1::LedgerEntry::FAILED && !retry_failed)) {
+      return nullptr;
+    }
     auto job = std::make_shared<InFlight>(input, request, repeated);
     job->redriven_from = std::move(redriven_from);
     in_flight_[request.id()] = job;
+    // A newer head of a PR supersedes only what came before it on the same
+    // input partition (its order); the superseded one's end is written to
+    // its own partition's ledger.
+    std::string coalesce = SupersedeKey(request);
+    if (!coalesce.empty()) coalesce += "@" + input.topic + "/" + std::to_string(input.partition);
     scheduler_->Submit(
         std::move(request), [this, job](JobResult result) { Complete(job, std::move(result)); },
         [this, job] {
           std::lock_guard l(in_flight_mu_);
           return !job->cancelled;
         },
-        [this, job] { return MarkStarted(job); });
+        [this, job] { return MarkStarted(job); }, std::move(coalesce));
     return job;
   }
 
@@ -530,20 +539,24 @@ class DispatchService final : public service::Service {
       return;
     }
     bool ok = result.kind != JobResult::Kind::kFailed;
+    // Superseded: never sent; its end is recorded (outcome, ledger) so the
+    // record that asked for it is done, and a batch that comes again skips it.
+    const bool superseded = result.kind == JobResult::Kind::kSuperseded;
     std::string kind(KindName(req));
     const char* result_name = result.kind == JobResult::Kind::kDone   ? "done"
                               : result.kind == JobResult::Kind::kNoOp ? "no_op"
+                              : superseded                            ? "superseded"
                                                                       : "dead_lettered";
     writes_.Add({{"kind", kind}, {"result", result_name}}).Increment();
     if (!ok) dead_letters_.Add({{"reason", result.not_installed ? "app_not_installed" : "failed"}}).Increment();
-    if (job->repeated) repeats_.Increment();
+    if (job->repeated && !superseded) repeats_.Increment();
     if (result.uncertain_retry) uncertain_.Increment();
     if (result.installation_id != 0) {
       rate_remaining_.Add({{"installation", std::to_string(result.installation_id)}})
           .Set(static_cast<double>(budget_->Remaining(result.installation_id)));
     }
     std::vector<kafka::Record> records;
-    if (req.has_dispatch() && ok) {
+    if (req.has_dispatch() && ok && !superseded) {
       dispatches_.Add({{"level", "L" + std::to_string(req.level())}}).Increment();
       const auto& d = req.dispatch();
       v1::DispatchRecord r;
@@ -593,7 +606,7 @@ class DispatchService final : public service::Service {
     auto c = std::make_shared<Completion>();
     c->job = job;
     c->records = std::move(records);
-    c->state = ok ? v1::LedgerEntry::DONE : v1::LedgerEntry::FAILED;
+    c->state = superseded ? v1::LedgerEntry::SUPERSEDED : ok ? v1::LedgerEntry::DONE : v1::LedgerEntry::FAILED;
     RecordAsync(std::move(c));
   }
 
