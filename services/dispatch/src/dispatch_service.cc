@@ -534,6 +534,12 @@ class DispatchService final : public service::Service {
   // On a worker: record what happened, durably, then let the batch go.
   void Complete(const std::shared_ptr<InFlight>& job, JobResult result) {
     const v1::GitHubRequest& req = job->request;
+    if (result.kind == JobResult::Kind::kSuperseded) {
+      // Its partition moved meanwhile: the next owner decides (a late
+      // SUPERSEDED entry would land over what it writes in the ledger).
+      std::lock_guard lock(in_flight_mu_);
+      if (job->cancelled) result.kind = JobResult::Kind::kCancelled;
+    }
     if (result.kind == JobResult::Kind::kCancelled) {
       Forget(job, false);
       return;
