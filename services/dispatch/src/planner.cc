@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "relay/base/json_fields.h"
+#include "relay/base/status.h"
 #include "relay/base/digest.h"
 #include "relay/github/api.h"
 #include "relay/github/webhook_signature.h"
@@ -130,6 +131,58 @@ ClientPayload BuildDispatchBody(const std::string& event, const std::string& del
   out.slimmed = true;
   return out;
 }
+
+namespace {
+
+// check_run / check_suite rerequested: a re-run of the failed jobs behind a
+// relay check run (or every one of the suite), into `plan`.
+absl::Status PlanRerequested(const v1::WebhookRecord& record, const json::object& payload, const std::string& event,
+                             const std::string& action, const std::string& body_sha,
+                             const allowlist::Allowlist& allowlist, const PlannerOptions& options,
+                             int64_t now_unix_ms, Plan& plan) {
+  if (action != "rerequested") {
+    plan.ignored = event + "." + action;
+    return absl::OkStatus();
+  }
+  const json::object* subject = ObjectField(payload, event);
+  if (!subject) return absl::InvalidArgumentError(event + " event without " + event);
+  std::string app = std::to_string(IntField(ObjectField(*subject, "app"), "id"));
+  if (!options.app_id.empty() && app != options.app_id) {
+    plan.ignored = event + " of another app";
+    return absl::OkStatus();
+  }
+  v1::GitHubRequest req;
+  req.set_delivery_id(record.delivery_id());
+  req.set_requested_at_unix_ms(now_unix_ms);
+  if (event == "check_run") {
+    auto ref = ParseCheckRun(std::string(StringField(subject, "name")), std::string(StringField(subject, "external_id")));
+    if (!ref) {
+      plan.ignored = "check_run not made by the relay";
+      return absl::OkStatus();
+    }
+    const allowlist::Entry* entry = allowlist.Find(ref->downstream_repo);
+    if (!entry) {
+      plan.ignored = "check_run of a repository no longer allowlisted";
+      return absl::OkStatus();
+    }
+    req.set_id(RequestId({"rerun", record.delivery_id(), body_sha, Lower(entry->repo), std::to_string(ref->run_id)}));
+    req.set_repo(entry->repo);
+    req.set_level(static_cast<int>(entry->level));
+    req.mutable_rerun()->set_run_id(ref->run_id);
+  } else {
+    int64_t suite = IntField(subject, "id");
+    if (suite <= 0) return absl::InvalidArgumentError("check_suite event without check_suite.id");
+    req.set_id(RequestId({"suite_rerun", record.delivery_id(), body_sha, std::to_string(suite)}));
+    req.set_repo(record.repository());
+    req.set_level(4);  // upstream maintainers asked: first in line
+    req.mutable_suite_rerun()->set_check_suite_id(suite);
+    req.mutable_suite_rerun()->set_app_id(options.app_id);
+  }
+  plan.requests.push_back(std::move(req));
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<Plan> PlanWebhook(const v1::WebhookRecord& record, const allowlist::Allowlist& allowlist,
                                  const auth::RelayTokenKeys& tokens, const PlannerOptions& options,
@@ -258,45 +311,7 @@ absl::StatusOr<Plan> PlanWebhook(const v1::WebhookRecord& record, const allowlis
     return plan;
   }
   if (event == "check_run" || event == "check_suite") {
-    if (action != "rerequested") {
-      plan.ignored = event + "." + action;
-      return plan;
-    }
-    const json::object* subject = ObjectField(payload, event);
-    if (!subject) return absl::InvalidArgumentError(event + " event without " + event);
-    std::string app = std::to_string(IntField(ObjectField(*subject, "app"), "id"));
-    if (!options.app_id.empty() && app != options.app_id) {
-      plan.ignored = event + " of another app";
-      return plan;
-    }
-    v1::GitHubRequest req;
-    req.set_delivery_id(record.delivery_id());
-    req.set_requested_at_unix_ms(now_unix_ms);
-    if (event == "check_run") {
-      auto ref = ParseCheckRun(std::string(StringField(subject, "name")), std::string(StringField(subject, "external_id")));
-      if (!ref) {
-        plan.ignored = "check_run not made by the relay";
-        return plan;
-      }
-      const allowlist::Entry* entry = allowlist.Find(ref->downstream_repo);
-      if (!entry) {
-        plan.ignored = "check_run of a repository no longer allowlisted";
-        return plan;
-      }
-      req.set_id(RequestId({"rerun", record.delivery_id(), body_sha, Lower(entry->repo), std::to_string(ref->run_id)}));
-      req.set_repo(entry->repo);
-      req.set_level(static_cast<int>(entry->level));
-      req.mutable_rerun()->set_run_id(ref->run_id);
-    } else {
-      int64_t suite = IntField(subject, "id");
-      if (suite <= 0) return absl::InvalidArgumentError("check_suite event without check_suite.id");
-      req.set_id(RequestId({"suite_rerun", record.delivery_id(), body_sha, std::to_string(suite)}));
-      req.set_repo(record.repository());
-      req.set_level(4);  // upstream maintainers asked: first in line
-      req.mutable_suite_rerun()->set_check_suite_id(suite);
-      req.mutable_suite_rerun()->set_app_id(options.app_id);
-    }
-    plan.requests.push_back(std::move(req));
+    RELAY_RETURN_IF_ERROR(PlanRerequested(record, payload, event, action, body_sha, allowlist, options, now_unix_ms, plan));
     return plan;
   }
   plan.ignored = event;
