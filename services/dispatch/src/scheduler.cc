@@ -155,12 +155,13 @@ void Scheduler::Stop() {
 }
 
 void Scheduler::Finish(std::shared_ptr<Job> job, const Verdict& v, JobResult::Kind kind) {
+  JobResult result;
   if (!job->coalesce_key.empty()) {
     std::lock_guard lock(mu_);
-    job->finished = true;
+    job->finished = true;  // from here no newer job supersedes it
+    result.superseded_by = job->superseded_by;
     if (auto it = newest_.find(job->coalesce_key); it != newest_.end() && it->second == job) newest_.erase(it);
   }
-  JobResult result;
   result.kind = kind;
   result.http_status = v.http_status;
   result.attempts = job->attempts;
@@ -169,7 +170,6 @@ void Scheduler::Finish(std::shared_ptr<Job> job, const Verdict& v, JobResult::Ki
   result.installation_id = v.installation_id;
   result.not_installed = v.not_installed;
   result.uncertain_retry = job->maybe_sent && result.attempts > 1;
-  result.superseded_by = job->superseded_by;
   if (job->attempts > 0) {  // a job superseded while queued was never attempted
     result.latency = std::chrono::duration_cast<std::chrono::milliseconds>(clock_->Now() - job->first_attempt);
     latency_.Observe(std::chrono::duration<double>(result.latency).count());
