@@ -288,5 +288,82 @@ TEST_F(DispatchIT, RequestsFromOtherServicesAreCarriedOutUnderTheSameBudget) {
   }
 }
 
+// The write economy on the real broker. Subscriptions: it-org/l1 asks for
+// pushes only, so a PR's dispatches never reach it (counted as filtered).
+// Coalescing: GitHub held back (one call at a time, each 200 ms late), so
+// writes queue while six newer heads of one PR arrive: every repository
+// gets the newest head once, each older (head, repository) is either sent
+// or recorded superseded (an outcome and a SUPERSEDED ledger entry, never
+// a call), none is lost, and relayctl status shows both counts.
+TEST_F(DispatchIT, SubscriptionsFilterAndANewerHeadSupersedesQueuedDispatches) {
+  DispatchStack stack("economy");
+  stack.SetAllowlist(std::string(kFourLevels) + "subscriptions:\n  it-org/l1: {events: [push]}\n");
+  stack.Fake("POST", "/_fake/config", R"({"latency_ms":200})");
+  uint16_t port = stack.StartDispatch(1, {{"RELAY_GITHUB_MAX_CONCURRENCY", "1"}});
+  ASSERT_NE(port, 0) << stack.Log(1);
+  std::string run = "economy-" + Unique() + "-";
+  Payload sync = Find(corpus_, "pull_request", "synchronize").at(0);
+  constexpr int kHeads = 6;
+  const std::string newest(40, 'a' + kHeads - 1);
+  for (int i = 0; i < kHeads; ++i) {
+    json::value doc = json::parse(sync.body);
+    doc.as_object()["pull_request"].as_object()["head"].as_object()["sha"] = std::string(40, static_cast<char>('a' + i));
+    stack.Produce({"pull_request", json::serialize(doc), ""}, run + std::to_string(i));
+  }
+  stack.Flush();
+  const std::vector<std::string> repos = {"it-org/l2", "it-org/l3", "it-org/l4"};
+  // Every (head, repo) ends: sent, or superseded. Wait for the newest
+  // head's three, then for the outcomes of all 18.
+  stack.WaitForDispatches(3, 90s);
+  std::map<std::pair<std::string, std::string>, int> sent;  // (repo, head) -> calls
+  for (const auto& c : stack.Dispatches()) {
+    const auto& cp = c.at("body").at("client_payload").as_object();
+    std::string delivery(cp.at("delivery_id").as_string());
+    if (delivery.rfind(run, 0) != 0) continue;
+    std::string head(cp.at("payload").at("pull_request").at("head").at("sha").as_string());
+    ++sent[{std::string(c.at("repo").as_string()), head}];
+  }
+  for (const auto& repo : repos) EXPECT_EQ((sent[{repo, newest}]), 1) << repo << " did not get the newest head once";
+  for (const auto& [key, n] : sent) {
+    EXPECT_NE(key.first, "it-org/l1") << "dispatched to a repository that asked for pushes only";
+    EXPECT_EQ(n, 1) << key.first << " " << key.second;
+  }
+  std::map<std::string, std::string> result;  // request id -> outcome
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (result.size() < repos.size() * kHeads && std::chrono::steady_clock::now() < deadline) {
+    for (const auto& r : TopicRecords("github.outcomes", run)) {
+      v1::GitHubOutcome o;
+      ASSERT_TRUE(o.ParseFromString(r.value));
+      result[o.request_id()] = o.result();
+      if (o.result() == "superseded") {
+        EXPECT_THAT(o.error(), HasSubstr("superseded by"));
+      }
+    }
+    if (result.size() < repos.size() * kHeads) std::this_thread::sleep_for(500ms);
+  }
+  ASSERT_EQ(result.size(), repos.size() * kHeads) << "a write of the six heads never ended";
+  size_t superseded = 0, done = 0;
+  for (const auto& [id, r] : result) {
+    superseded += r == "superseded";
+    done += r == "done";
+  }
+  size_t calls = 0;
+  for (const auto& [key, n] : sent) calls += n;
+  EXPECT_EQ(done, calls) << "every write done was one call";
+  EXPECT_EQ(superseded + done, repos.size() * kHeads);
+  EXPECT_GE(superseded, 1u) << "nothing was superseded though GitHub was held back";
+  std::set<std::string> ledger_superseded;
+  for (const auto& r : TopicRecords("dispatch.ledger", run)) {
+    v1::LedgerEntry e;
+    ASSERT_TRUE(e.ParseFromString(r.value));
+    if (e.state() == v1::LedgerEntry::SUPERSEDED) ledger_superseded.insert(e.request_id());
+  }
+  EXPECT_EQ(ledger_superseded.size(), superseded);
+  CtlRun status = Relayctl("--json status --service dispatch=http://127.0.0.1:" + std::to_string(port));
+  auto report = json::parse(status.out);
+  EXPECT_EQ(report.at("github").at("superseded").as_double(), static_cast<double>(superseded)) << status.out;
+  EXPECT_EQ(report.at("github").at("filtered").as_double(), kHeads) << "it-org/l1's six, by subscription";
+}
+
 }  // namespace
 }  // namespace relay::dispatch_it

@@ -221,6 +221,10 @@ json::object GithubReport(const std::map<std::string, double>& dispatch_metrics)
   }
   github["rate_limit_remaining"] = remaining;
   github["queued"] = Sum(dispatch_metrics, "relay_github_queue_depth");
+  // Writes the economy saved: superseded by a newer head of their PR,
+  // filtered by the repositories' subscriptions.
+  github["superseded"] = Sum(dispatch_metrics, "relay_dispatch_writes_superseded_total");
+  github["filtered"] = Sum(dispatch_metrics, "relay_dispatch_writes_filtered_total");
   json::object redeliveries;
   for (const auto& [k, v] : dispatch_metrics) {
     if (k.starts_with("relay_redelivery_")) redeliveries[k] = v;
@@ -272,6 +276,10 @@ void PrintServices(const Context& ctx, const json::array& service_rows, const js
       std::cout << absl::StrFormat("  rate limit remaining %s  %.0f\n", std::string(k), v.as_double());
     }
     std::cout << absl::StrFormat("  writes queued             %.0f\n", github.at("queued").as_double());
+    std::cout << absl::StrFormat("  writes superseded         %.0f  (a newer head of the PR went instead)\n",
+                                 github.at("superseded").as_double());
+    std::cout << absl::StrFormat("  writes filtered           %.0f  (not asked for by the repository's subscription)\n",
+                                 github.at("filtered").as_double());
     for (const auto& [k, v] : github.at("redeliveries").as_object()) {
       std::cout << absl::StrFormat("  %-40s %.0f\n", std::string(k), v.as_double());
     }

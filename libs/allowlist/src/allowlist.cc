@@ -41,7 +41,74 @@ bool IsValidRepoName(std::string_view repo) {
   return true;
 }
 
+const Subscription& Subscription::Default() {
+  static const Subscription kDefault{
+      {"push", "pull_request.opened", "pull_request.reopened", "pull_request.synchronize", "pull_request.closed"}, {}};
+  return kDefault;
+}
+
+bool Subscription::WantsEvent(std::string_view event, std::string_view action) const {
+  std::string key(event);
+  if (!action.empty()) key += "." + std::string(action);
+  return events.count(key) > 0;
+}
+
+bool Subscription::MatchesLabel(std::string_view label) const {
+  for (const std::string& want : labels) {
+    if (!want.empty() && want.back() == '*') {
+      if (label.substr(0, want.size() - 1) == std::string_view(want).substr(0, want.size() - 1)) return true;
+    } else if (label == want) {
+      return true;
+    }
+  }
+  return false;
+}
+
 namespace {
+
+// One repository's subscription: {events: [...], labels: [...]}; the
+// events expanded ("pull_request" is its four default actions).
+absl::StatusOr<Subscription> ParseSubscription(const YAML::Node& node, const std::string& repo) {
+  auto bad = [&](const std::string& why) { return absl::InvalidArgumentError("subscription of " + repo + ": " + why); };
+  if (!node.IsMap()) return bad("expected a mapping with events and labels");
+  Subscription sub;
+  bool has_events = false;
+  for (const auto& kv : node) {
+    std::string key = kv.first.as<std::string>();
+    const YAML::Node& value = kv.second;
+    if (!value.IsNull() && !value.IsSequence()) return bad(key + " must be a list");
+    if (key == "events") {
+      has_events = true;
+      for (const auto& e : value) {
+        std::string event = e.as<std::string>();
+        if (event == "push") {
+          sub.events.insert(event);
+        } else if (event == "pull_request") {
+          for (const auto& d : Subscription::Default().events) {
+            if (d.rfind("pull_request.", 0) == 0) sub.events.insert(d);
+          }
+        } else if (event.rfind("pull_request.", 0) == 0 &&
+                   std::find(std::begin(kPullRequestActions), std::end(kPullRequestActions),
+                             std::string_view(event).substr(13)) != std::end(kPullRequestActions)) {
+          sub.events.insert(event);
+        } else {
+          return bad("unknown event '" + event +
+                     "' (push, pull_request, pull_request.<opened|reopened|synchronize|closed|labeled>)");
+        }
+      }
+    } else if (key == "labels") {
+      for (const auto& l : value) {
+        std::string label = l.as<std::string>();
+        if (label.empty() || label == "*") return bad("a label must be a name or a prefix followed by *");
+        sub.labels.push_back(std::move(label));
+      }
+    } else {
+      return bad("unknown key '" + key + "' (events, labels)");
+    }
+  }
+  if (!has_events) sub.events = Subscription::Default().events;  // labels alone narrow today's events
+  return sub;
+}
 
 std::vector<std::string> Oncalls(const YAML::Node& node) {
   std::vector<std::string> out;
@@ -116,6 +183,7 @@ class Builder {
 
 absl::StatusOr<Allowlist> Allowlist::Parse(std::string_view yaml, std::string_view origin) {
   Builder b(origin);
+  YAML::Node subscriptions;
   try {
     YAML::Node root = YAML::Load(std::string(yaml));
     if (root.IsNull()) return b.Error("empty");
@@ -133,8 +201,10 @@ absl::StatusOr<Allowlist> Allowlist::Parse(std::string_view yaml, std::string_vi
           if (d.empty() || d.find('/') != std::string::npos) return b.Error("L3 device '" + d + "' is not a label suffix");
           if (absl::Status s = b.Repos(device.second, Level::kL3, d); !s.ok()) return s;
         }
+      } else if (name == "subscriptions") {
+        subscriptions = kv.second;  // applied once every level is read
       } else {
-        return b.Error("unknown level '" + name + "' (L1, L2, L3, L4)");
+        return b.Error("unknown level '" + name + "' (L1, L2, L3, L4, or subscriptions)");
       }
     }
   } catch (const YAML::Exception& e) {
@@ -147,6 +217,22 @@ absl::StatusOr<Allowlist> Allowlist::Parse(std::string_view yaml, std::string_vi
     return absl::AsciiStrToLower(a.repo) < absl::AsciiStrToLower(c.repo);
   });
   for (size_t i = 0; i < list.entries_.size(); ++i) list.by_lower_name_[absl::AsciiStrToLower(list.entries_[i].repo)] = i;
+  try {
+    if (!subscriptions.IsNull() && !subscriptions.IsMap()) return b.Error("subscriptions must map repositories to theirs");
+    for (const auto& kv : subscriptions) {
+      std::string repo = kv.first.as<std::string>();
+      auto it = list.by_lower_name_.find(absl::AsciiStrToLower(repo));
+      if (it == list.by_lower_name_.end()) return b.Error("subscription of " + repo + ", which is in no level");
+      Entry& entry = list.entries_[it->second];
+      if (entry.subscribed) return b.Error(repo + " has two subscriptions");
+      auto sub = ParseSubscription(kv.second, repo);
+      if (!sub.ok()) return b.Error(std::string(sub.status().message()));
+      entry.subscription = std::move(*sub);
+      entry.subscribed = true;
+    }
+  } catch (const YAML::Exception& e) {
+    return b.Error(e.what());
+  }
   return list;
 }
 

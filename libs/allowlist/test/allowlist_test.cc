@@ -87,5 +87,62 @@ TEST(AllowlistFileTest, ReloadsOnChangeAndKeepsTheLastGoodOneOnABadFile) {
   EXPECT_FALSE(AllowlistFile::Open(path, &registry).ok());
 }
 
+// What each repository wants dispatched: its events and labels, the
+// default (today's events, any labels) for a repository without one.
+TEST(AllowlistTest, ReadsSubscriptionsAndDefaultsTheRest) {
+  auto list = Allowlist::Parse(std::string(kAllLevels) + R"(
+subscriptions:
+  ACME/one:
+    events: [pull_request.synchronize, pull_request.labeled]
+    labels: [ciflow/trunk, "ciflow/rocm*"]
+  acme/two:
+    events: [pull_request]
+  acme/second:
+    labels: [ciflow/second]
+  nvidia/cuda-ci:
+    events: []
+)", "test");
+  ASSERT_TRUE(list.ok()) << list.status();
+  const Entry* one = list->Find("acme/one");
+  ASSERT_TRUE(one->subscribed);
+  EXPECT_TRUE(one->subscription.WantsEvent("pull_request", "synchronize"));
+  EXPECT_TRUE(one->subscription.WantsEvent("pull_request", "labeled"));
+  EXPECT_FALSE(one->subscription.WantsEvent("pull_request", "opened"));
+  EXPECT_FALSE(one->subscription.WantsEvent("push", ""));
+  EXPECT_TRUE(one->subscription.MatchesLabel("ciflow/trunk"));
+  EXPECT_TRUE(one->subscription.MatchesLabel("ciflow/rocm/123"));
+  EXPECT_FALSE(one->subscription.MatchesLabel("ciflow/trunk2"));
+  const Entry* two = list->Find("acme/two");
+  EXPECT_THAT(two->subscription.events, ElementsAre("pull_request.closed", "pull_request.opened",
+                                                    "pull_request.reopened", "pull_request.synchronize"));
+  EXPECT_TRUE(two->subscription.labels.empty());
+  EXPECT_EQ(list->Find("acme/second")->subscription.events, Subscription::Default().events)
+      << "labels alone narrow the default events";
+  EXPECT_TRUE(list->Find("nvidia/cuda-ci")->subscription.events.empty()) << "asks for no dispatch at all";
+  const Entry* other = list->Find("amd/rocm-ci");
+  EXPECT_FALSE(other->subscribed);
+  EXPECT_EQ(other->subscription.events, Subscription::Default().events);
+  EXPECT_TRUE(other->subscription.WantsEvent("push", ""));
+  EXPECT_FALSE(other->subscription.WantsEvent("pull_request", "labeled")) << "not dispatched before subscriptions";
+}
+
+TEST(AllowlistTest, RefusesASubscriptionItCannotHonour) {
+  auto refused = [](const std::string& subscriptions) {
+    auto list = Allowlist::Parse(std::string(kAllLevels) + "subscriptions:\n" + subscriptions, "allow.yaml");
+    EXPECT_FALSE(list.ok()) << subscriptions;
+    return list.ok() ? std::string() : std::string(list.status().message());
+  };
+  EXPECT_THAT(refused("  acme/nowhere:\n    events: [push]\n"), HasSubstr("acme/nowhere, which is in no level"));
+  EXPECT_THAT(refused("  acme/one:\n    events: [pull_request.edited]\n"),
+              HasSubstr("unknown event 'pull_request.edited'"));
+  EXPECT_THAT(refused("  acme/one:\n    events: [issues]\n"), HasSubstr("unknown event 'issues'"));
+  EXPECT_THAT(refused("  acme/one:\n    branches: [main]\n"), HasSubstr("unknown key 'branches'"));
+  EXPECT_THAT(refused("  acme/one:\n    events: push\n"), HasSubstr("events must be a list"));
+  EXPECT_THAT(refused("  acme/one:\n    labels: ['*']\n"), HasSubstr("a label must be a name"));
+  EXPECT_THAT(refused("  acme/one: {events: [push]}\n  Acme/One: {events: [push]}\n"), HasSubstr("two subscriptions"));
+  EXPECT_TRUE(Allowlist::Parse(std::string(kAllLevels) + "subscriptions:\n  acme/one: {events: [push]}\n", "t").ok())
+      << "the same file with a good one is read";
+}
+
 }  // namespace
 }  // namespace relay::allowlist

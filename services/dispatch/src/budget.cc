@@ -6,9 +6,19 @@ namespace relay::dispatch {
 
 using namespace std::chrono_literals;
 
-void Budget::ExpireWindowLocked(TimePoint now) const {
-  while (!writes_.empty() && now - writes_.front() >= options_.window) writes_.pop_front();
-  while (!hour_.empty() && now - hour_.front() >= std::chrono::hours(1)) hour_.pop_front();
+absl::StatusOr<BudgetScope> ParseBudgetScope(std::string_view name) {
+  if (name == "app") return BudgetScope::kApp;
+  if (name == "installation") return BudgetScope::kInstallation;
+  return absl::InvalidArgumentError("'" + std::string(name) + "' is not a budget scope (app, installation)");
+}
+
+std::string_view BudgetScopeName(BudgetScope scope) {
+  return scope == BudgetScope::kApp ? "app" : "installation";
+}
+
+void Budget::ExpireWindowLocked(Ceilings& c, TimePoint now) const {
+  while (!c.writes.empty() && now - c.writes.front() >= options_.window) c.writes.pop_front();
+  while (!c.hour.empty() && now - c.hour.front() >= std::chrono::hours(1)) c.hour.pop_front();
 }
 
 std::optional<Budget::TimePoint> Budget::Acquire(int64_t installation, bool write) {
@@ -28,14 +38,16 @@ int64_t Budget::AcquireN(int64_t installation, bool write, int64_t n, TimePoint*
   return granted;
 }
 
-Budget::TimePoint Budget::paused_until() const {
+Budget::TimePoint Budget::paused_until(int64_t installation) const {
   std::lock_guard lock(mu_);
-  return paused_until_;
+  auto it = ceilings_.find(ScopeKey(installation));
+  return it == ceilings_.end() ? TimePoint{} : it->second.paused_until;
 }
 
 std::optional<Budget::TimePoint> Budget::AcquireLocked(int64_t installation, bool write) {
   TimePoint now = clock_->Now();
-  if (now < paused_until_) return paused_until_;
+  Ceilings& c = ceilings_[ScopeKey(installation)];
+  if (now < c.paused_until) return c.paused_until;
   Primary& p = primary_[installation];
   int64_t now_unix = clock_->UnixMillis() / 1000;
   // Past the reset (a second late: GitHub's clock and ours differ by parts
@@ -49,16 +61,16 @@ std::optional<Budget::TimePoint> Budget::AcquireLocked(int64_t installation, boo
     return now + std::chrono::seconds(std::max<int64_t>(1, p.reset_unix - now_unix + 2));
   }
   if (write) {
-    ExpireWindowLocked(now);
-    if (static_cast<int64_t>(writes_.size()) + writes_in_flight_ >= options_.max_writes_per_minute) {
+    ExpireWindowLocked(c, now);
+    if (static_cast<int64_t>(c.writes.size()) + c.in_flight >= options_.max_writes_per_minute) {
       // The oldest answered write leaves the window first; with none
       // answered yet, look again shortly.
-      return writes_.empty() ? now + std::chrono::milliseconds(20) : writes_.front() + options_.window;
+      return c.writes.empty() ? now + std::chrono::milliseconds(20) : c.writes.front() + options_.window;
     }
-    if (static_cast<int64_t>(hour_.size()) + writes_in_flight_ >= options_.max_writes_per_hour) {
-      return hour_.empty() ? now + std::chrono::milliseconds(20) : hour_.front() + std::chrono::hours(1);
+    if (static_cast<int64_t>(c.hour.size()) + c.in_flight >= options_.max_writes_per_hour) {
+      return c.hour.empty() ? now + std::chrono::milliseconds(20) : c.hour.front() + std::chrono::hours(1);
     }
-    ++writes_in_flight_;
+    ++c.in_flight;
   }
   ++p.in_flight;
   return std::nullopt;
@@ -87,11 +99,12 @@ void Budget::Learn(int64_t installation, unsigned status, const std::map<std::st
 
 void Budget::ReleaseLocked(int64_t installation, bool write, int64_t used, int64_t unused) {
   if (write) {
-    writes_in_flight_ = std::max<int64_t>(0, writes_in_flight_ - used - unused);
+    Ceilings& c = ceilings_[ScopeKey(installation)];
+    c.in_flight = std::max<int64_t>(0, c.in_flight - used - unused);
     const TimePoint now = clock_->Now();
     const auto made = static_cast<size_t>(std::max<int64_t>(0, used));
-    writes_.insert(writes_.end(), made, now);
-    hour_.insert(hour_.end(), made, now);
+    c.writes.insert(c.writes.end(), made, now);
+    c.hour.insert(c.hour.end(), made, now);
   }
   Primary& p = primary_[installation];
   p.in_flight = std::max<int64_t>(0, p.in_flight - used - unused);
@@ -124,8 +137,10 @@ void Budget::LearnLocked(int64_t installation, unsigned status, const std::map<s
   auto retry_after = header("retry-after");
   if (secondary || status == 429) {
     // GitHub: wait Retry-After, or at least a minute when it says nothing.
-    paused_until_ = std::max(paused_until_, clock_->Now() + (retry_after ? std::chrono::milliseconds(*retry_after * 1000)
-                                                                          : options_.secondary_pause));
+    // Everyone the limit counts pauses: the App, or this installation.
+    TimePoint& until = ceilings_[ScopeKey(installation)].paused_until;
+    until = std::max(until, clock_->Now() + (retry_after ? std::chrono::milliseconds(*retry_after * 1000)
+                                                        : options_.secondary_pause));
   }
 }
 
@@ -137,10 +152,15 @@ int64_t Budget::Remaining(int64_t installation) const {
 
 int64_t Budget::WritesLeftInWindow() const {
   std::lock_guard lock(mu_);
-  ExpireWindowLocked(clock_->Now());
-  return std::min(options_.max_writes_per_minute - static_cast<int64_t>(writes_.size()),
-                  options_.max_writes_per_hour - static_cast<int64_t>(hour_.size())) -
-         writes_in_flight_;
+  const TimePoint now = clock_->Now();
+  int64_t fewest = std::min(options_.max_writes_per_minute, options_.max_writes_per_hour);
+  for (auto& [key, c] : ceilings_) {
+    ExpireWindowLocked(c, now);
+    fewest = std::min(fewest, std::min(options_.max_writes_per_minute - static_cast<int64_t>(c.writes.size()),
+                                       options_.max_writes_per_hour - static_cast<int64_t>(c.hour.size())) -
+                                  c.in_flight);
+  }
+  return fewest;
 }
 
 }  // namespace relay::dispatch

@@ -145,6 +145,12 @@ class DispatchService final : public service::Service {
                              "relayctl replay's copy), read_again (below the offset its partition was handled "
                              "through: a group moved back), stale (older than the ledger remembers)")
                        .Register(runtime.metrics())),
+        filtered_(prometheus::BuildCounter()
+                      .Name("relay_dispatch_writes_filtered_total")
+                      .Help("Dispatches not made because the downstream repository's subscription (allowlist) "
+                            "does not ask for them, by reason: event (not this event or action), label (the PR "
+                            "carries none of its labels)")
+                      .Register(runtime.metrics())),
         label_facts_(prometheus::BuildCounter()
                          .Name("relay_dispatch_label_facts_total")
                          .Help("relay.pr_labels facts of webhook records, by result: published, older (not newer "
@@ -289,6 +295,7 @@ class DispatchService final : public service::Service {
                {"api", s.api_url},
                {"repos", static_cast<int64_t>(allowlist_->Current()->entries().size())},
                {"max_writes_per_minute", s.budget.max_writes_per_minute},
+               {"budget_scope", std::string(BudgetScopeName(s.budget.scope))},
                {"ledger_retention_ms", ledger_retention_ms_},
                {"concurrency", s.scheduler.concurrency}});
     return absl::OkStatus();
@@ -355,7 +362,8 @@ class DispatchService final : public service::Service {
       for (auto& request : requests) {
         auto state = ledger_->Get(input, request.id());
         bool retry_failed = redrive && state == v1::LedgerEntry::FAILED && plan.redriven.insert(request.id()).second;
-        if (state == v1::LedgerEntry::DONE || (state == v1::LedgerEntry::FAILED && !retry_failed)) {
+        if (state == v1::LedgerEntry::DONE || state == v1::LedgerEntry::SUPERSEDED ||
+            (state == v1::LedgerEntry::FAILED && !retry_failed)) {
           skipped_.Increment();
           continue;
         }
@@ -463,6 +471,7 @@ class DispatchService final : public service::Service {
         return out;
       }
       out.requests = std::move(plan->requests);
+      for (const auto& [repo, reason] : plan->filtered) filtered_.Add({{"reason", reason}}).Increment();
       if (plan->labels) {
         const auto& l = *plan->labels;
         bool newer = label_facts_table_->Offer(l);
@@ -500,17 +509,25 @@ class DispatchService final : public service::Service {
     // before it leaves in_flight_, so a write that ended since the batch's
     // first look is seen here and not made again.
     auto state = ledger_->Get(input, request.id());
-    if (state == v1::LedgerEntry::DONE || (state == v1::LedgerEntry::FAILED && !retry_failed)) return nullptr;
+    if (state == v1::LedgerEntry::DONE || state == v1::LedgerEntry::SUPERSEDED ||
+        (state == v1::LedgerEntry::FAILED && !retry_failed)) {
+      return nullptr;
+    }
     auto job = std::make_shared<InFlight>(input, request, repeated);
     job->redriven_from = std::move(redriven_from);
     in_flight_[request.id()] = job;
+    // A newer head of a PR supersedes only what came before it on the same
+    // input partition (its order); the superseded one's end is written to
+    // its own partition's ledger.
+    std::string coalesce = SupersedeKey(request);
+    if (!coalesce.empty()) coalesce += "@" + input.topic + "/" + std::to_string(input.partition);
     scheduler_->Submit(
         std::move(request), [this, job](JobResult result) { Complete(job, std::move(result)); },
         [this, job] {
           std::lock_guard l(in_flight_mu_);
           return !job->cancelled;
         },
-        [this, job] { return MarkStarted(job); });
+        [this, job] { return MarkStarted(job); }, std::move(coalesce));
     return job;
   }
 
@@ -570,25 +587,35 @@ class DispatchService final : public service::Service {
   // On a worker: record what happened, durably, then let the batch go.
   void Complete(const std::shared_ptr<InFlight>& job, JobResult result) {
     const v1::GitHubRequest& req = job->request;
+    if (result.kind == JobResult::Kind::kSuperseded) {
+      // Its partition moved meanwhile: the next owner decides (a late
+      // SUPERSEDED entry would land over what it writes in the ledger).
+      std::lock_guard lock(in_flight_mu_);
+      if (job->cancelled) result.kind = JobResult::Kind::kCancelled;
+    }
     if (result.kind == JobResult::Kind::kCancelled) {
       Forget(job, false);
       return;
     }
     bool ok = result.kind != JobResult::Kind::kFailed;
+    // Superseded: never sent; its end is recorded (outcome, ledger) so the
+    // record that asked for it is done, and a batch that comes again skips it.
+    const bool superseded = result.kind == JobResult::Kind::kSuperseded;
     std::string kind(KindName(req));
     const char* result_name = result.kind == JobResult::Kind::kDone   ? "done"
                               : result.kind == JobResult::Kind::kNoOp ? "no_op"
+                              : superseded                            ? "superseded"
                                                                       : "dead_lettered";
     writes_.Add({{"kind", kind}, {"result", result_name}}).Increment();
     if (!ok) dead_letters_.Add({{"reason", result.not_installed ? "app_not_installed" : "failed"}}).Increment();
-    if (job->repeated) repeats_.Increment();
+    if (job->repeated && !superseded) repeats_.Increment();
     if (result.uncertain_retry) uncertain_.Increment();
     if (result.installation_id != 0) {
       rate_remaining_.Add({{"installation", std::to_string(result.installation_id)}})
           .Set(static_cast<double>(budget_->Remaining(result.installation_id)));
     }
     std::vector<kafka::Record> records;
-    if (req.has_dispatch() && ok) {
+    if (req.has_dispatch() && ok && !superseded) {
       dispatches_.Add({{"level", "L" + std::to_string(req.level())}}).Increment();
       const auto& d = req.dispatch();
       v1::DispatchRecord r;
@@ -638,7 +665,7 @@ class DispatchService final : public service::Service {
     auto c = std::make_shared<Completion>();
     c->job = job;
     c->records = std::move(records);
-    c->state = ok ? v1::LedgerEntry::DONE : v1::LedgerEntry::FAILED;
+    c->state = superseded ? v1::LedgerEntry::SUPERSEDED : ok ? v1::LedgerEntry::DONE : v1::LedgerEntry::FAILED;
     RecordAsync(std::move(c));
   }
 
@@ -734,6 +761,7 @@ class DispatchService final : public service::Service {
   prometheus::Counter& repeats_;
   prometheus::Counter& skipped_;
   prometheus::Family<prometheus::Counter>& not_fresh_;
+  prometheus::Family<prometheus::Counter>& filtered_;
   prometheus::Family<prometheus::Counter>& label_facts_;
   prometheus::Gauge& budget_gauge_;
   prometheus::Family<prometheus::Gauge>& rate_remaining_;

@@ -1,11 +1,14 @@
 #include "relay/dispatch/planner.h"
 
+#include <algorithm>
+
 #include <boost/json.hpp>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "relay/base/json_fields.h"
+#include "relay/base/status.h"
 #include "relay/base/digest.h"
 #include "relay/github/api.h"
 #include "relay/github/webhook_signature.h"
@@ -73,6 +76,17 @@ json::object Slim(const json::object& payload) {
   return out;
 }
 
+// The names of a PR's labels.
+std::vector<std::string> LabelNames(const json::object* pr) {
+  std::vector<std::string> names;
+  const json::value* labels = pr ? pr->if_contains("labels") : nullptr;
+  if (!labels || !labels->is_array()) return names;
+  for (const auto& l : labels->as_array()) {
+    if (l.is_object()) names.emplace_back(StringField(l.as_object(), "name"));
+  }
+  return names;
+}
+
 std::vector<std::string> CrcrDevices(const json::object* pr) {
   std::vector<std::string> devices;
   if (!pr) return devices;
@@ -118,6 +132,58 @@ ClientPayload BuildDispatchBody(const std::string& event, const std::string& del
   return out;
 }
 
+namespace {
+
+// check_run / check_suite rerequested: a re-run of the failed jobs behind a
+// relay check run (or every one of the suite), into `plan`.
+absl::Status PlanRerequested(const v1::WebhookRecord& record, const json::object& payload, const std::string& event,
+                             const std::string& action, const std::string& body_sha,
+                             const allowlist::Allowlist& allowlist, const PlannerOptions& options,
+                             int64_t now_unix_ms, Plan& plan) {
+  if (action != "rerequested") {
+    plan.ignored = event + "." + action;
+    return absl::OkStatus();
+  }
+  const json::object* subject = ObjectField(payload, event);
+  if (!subject) return absl::InvalidArgumentError(event + " event without " + event);
+  std::string app = std::to_string(IntField(ObjectField(*subject, "app"), "id"));
+  if (!options.app_id.empty() && app != options.app_id) {
+    plan.ignored = event + " of another app";
+    return absl::OkStatus();
+  }
+  v1::GitHubRequest req;
+  req.set_delivery_id(record.delivery_id());
+  req.set_requested_at_unix_ms(now_unix_ms);
+  if (event == "check_run") {
+    auto ref = ParseCheckRun(std::string(StringField(subject, "name")), std::string(StringField(subject, "external_id")));
+    if (!ref) {
+      plan.ignored = "check_run not made by the relay";
+      return absl::OkStatus();
+    }
+    const allowlist::Entry* entry = allowlist.Find(ref->downstream_repo);
+    if (!entry) {
+      plan.ignored = "check_run of a repository no longer allowlisted";
+      return absl::OkStatus();
+    }
+    req.set_id(RequestId({"rerun", record.delivery_id(), body_sha, Lower(entry->repo), std::to_string(ref->run_id)}));
+    req.set_repo(entry->repo);
+    req.set_level(static_cast<int>(entry->level));
+    req.mutable_rerun()->set_run_id(ref->run_id);
+  } else {
+    int64_t suite = IntField(subject, "id");
+    if (suite <= 0) return absl::InvalidArgumentError("check_suite event without check_suite.id");
+    req.set_id(RequestId({"suite_rerun", record.delivery_id(), body_sha, std::to_string(suite)}));
+    req.set_repo(record.repository());
+    req.set_level(4);  // upstream maintainers asked: first in line
+    req.mutable_suite_rerun()->set_check_suite_id(suite);
+    req.mutable_suite_rerun()->set_app_id(options.app_id);
+  }
+  plan.requests.push_back(std::move(req));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<Plan> PlanWebhook(const v1::WebhookRecord& record, const allowlist::Allowlist& allowlist,
                                  const auth::RelayTokenKeys& tokens, const PlannerOptions& options,
                                  int64_t now_unix_ms) {
@@ -142,10 +208,33 @@ absl::StatusOr<Plan> PlanWebhook(const v1::WebhookRecord& record, const allowlis
     body_sha = Sha256Hex(record.body());
   }
 
-  auto fan_out = [&](int64_t pr_number, const std::string& head_sha) {
+  // What a repository asks for: the event's action (none for a push) among
+  // its events, and for a PR one of its labels on it (the label added, for
+  // `labeled`). Empty: dispatched; else why not.
+  auto not_wanted = [&](const allowlist::Subscription& sub, const std::vector<std::string>& pr_labels,
+                        const std::string& added) -> std::string {
+    const std::string& act = event == "push" ? std::string() : action;
+    if (!sub.WantsEvent(event, act)) return "event";
+    if (event != "pull_request" || sub.labels.empty()) return "";
+    if (action == "labeled") return sub.MatchesLabel(added) ? "" : "label";
+    for (const auto& l : pr_labels) {
+      if (sub.MatchesLabel(l)) return "";
+    }
+    return "label";
+  };
+  auto fan_out = [&](int64_t pr_number, const std::string& head_sha, const std::vector<std::string>& pr_labels,
+                     const std::string& added) {
     // One body for all, but each repo its own relay token.
     int64_t now_s = now_unix_ms / 1000;
     for (const auto& entry : allowlist.entries()) {
+      if (std::string why = not_wanted(entry.subscription, pr_labels, added); !why.empty()) {
+        // Counted only when it is a write the repo would have had before
+        // subscriptions: what subscriptions save.
+        if (not_wanted(allowlist::Subscription::Default(), pr_labels, added).empty()) {
+          plan.filtered.emplace_back(entry.repo, why);
+        }
+        continue;
+      }
       std::string token = tokens.Sign(record.delivery_id(), entry.repo, now_s, options.token_ttl_seconds);
       ClientPayload body = BuildDispatchBody(event, record.delivery_id(), std::string(payload_text), token);
       v1::GitHubRequest req;
@@ -194,9 +283,17 @@ absl::StatusOr<Plan> PlanWebhook(const v1::WebhookRecord& record, const allowlis
       facts.set_received_at_unix_ms(at.received_at_unix_ms);
       plan.labels = std::move(facts);
     }
-    if (action == "opened" || action == "reopened" || action == "synchronize" || action == "closed") {
+    bool dispatched_action = action == "opened" || action == "reopened" || action == "synchronize" || action == "closed";
+    // `labeled` fans out only to repos that ask for it; before
+    // subscriptions it made only a label fact.
+    bool labeled_wanted = action == "labeled" &&
+                          std::any_of(allowlist.entries().begin(), allowlist.entries().end(), [](const auto& e) {
+                            return e.subscription.WantsEvent("pull_request", "labeled");
+                          });
+    if (dispatched_action || labeled_wanted) {
       if (head_sha.empty()) return absl::InvalidArgumentError("pull_request event without head.sha");
-      fan_out(number, head_sha);
+      fan_out(number, head_sha, LabelNames(pr), std::string(StringField(ObjectField(payload, "label"), "name")));
+      if (plan.requests.empty() && (labeled_wanted || !plan.filtered.empty()) && !plan.labels) plan.ignored = "pull_request." + action + ": no repository subscribes";
     } else if (!plan.labels) {
       plan.ignored = "pull_request." + action;
     }
@@ -209,49 +306,12 @@ absl::StatusOr<Plan> PlanWebhook(const v1::WebhookRecord& record, const allowlis
     }
     std::string after = std::string(StringField(payload, "after"));
     if (after.empty() || std::string(StringField(payload, "ref")).empty()) return absl::InvalidArgumentError("push event without ref/after");
-    fan_out(0, after);
+    fan_out(0, after, {}, "");
+    if (plan.requests.empty() && !plan.filtered.empty()) plan.ignored = "push: no repository subscribes";
     return plan;
   }
   if (event == "check_run" || event == "check_suite") {
-    if (action != "rerequested") {
-      plan.ignored = event + "." + action;
-      return plan;
-    }
-    const json::object* subject = ObjectField(payload, event);
-    if (!subject) return absl::InvalidArgumentError(event + " event without " + event);
-    std::string app = std::to_string(IntField(ObjectField(*subject, "app"), "id"));
-    if (!options.app_id.empty() && app != options.app_id) {
-      plan.ignored = event + " of another app";
-      return plan;
-    }
-    v1::GitHubRequest req;
-    req.set_delivery_id(record.delivery_id());
-    req.set_requested_at_unix_ms(now_unix_ms);
-    if (event == "check_run") {
-      auto ref = ParseCheckRun(std::string(StringField(subject, "name")), std::string(StringField(subject, "external_id")));
-      if (!ref) {
-        plan.ignored = "check_run not made by the relay";
-        return plan;
-      }
-      const allowlist::Entry* entry = allowlist.Find(ref->downstream_repo);
-      if (!entry) {
-        plan.ignored = "check_run of a repository no longer allowlisted";
-        return plan;
-      }
-      req.set_id(RequestId({"rerun", record.delivery_id(), body_sha, Lower(entry->repo), std::to_string(ref->run_id)}));
-      req.set_repo(entry->repo);
-      req.set_level(static_cast<int>(entry->level));
-      req.mutable_rerun()->set_run_id(ref->run_id);
-    } else {
-      int64_t suite = IntField(subject, "id");
-      if (suite <= 0) return absl::InvalidArgumentError("check_suite event without check_suite.id");
-      req.set_id(RequestId({"suite_rerun", record.delivery_id(), body_sha, std::to_string(suite)}));
-      req.set_repo(record.repository());
-      req.set_level(4);  // upstream maintainers asked: first in line
-      req.mutable_suite_rerun()->set_check_suite_id(suite);
-      req.mutable_suite_rerun()->set_app_id(options.app_id);
-    }
-    plan.requests.push_back(std::move(req));
+    RELAY_RETURN_IF_ERROR(PlanRerequested(record, payload, event, action, body_sha, allowlist, options, now_unix_ms, plan));
     return plan;
   }
   plan.ignored = event;
@@ -276,6 +336,14 @@ absl::Status ValidateRequest(const v1::GitHubRequest& r, const allowlist::Allowl
     case v1::GitHubRequest::kDispatch:
       if (!listed) return bad("dispatches go to allowlisted repositories only, not " + r.repo());
       if (r.dispatch().event_type().empty() || r.dispatch().event_type().size() > 100) return bad("event_type must be 1-100 characters");
+      if (const allowlist::Entry* e = list.Find(r.repo()); e->subscribed) {
+        // A repository with a subscription gets only what it asked for,
+        // whoever asks (its labels cannot be checked here: no PR).
+        const std::string& ev = r.dispatch().event().empty() ? r.dispatch().event_type() : r.dispatch().event();
+        if (!e->subscription.WantsEvent(ev, ev == "push" ? "" : r.dispatch().action())) {
+          return bad(r.repo() + " does not subscribe to " + ev + (r.dispatch().action().empty() ? "" : "." + r.dispatch().action()));
+        }
+      }
       return absl::OkStatus();
     case v1::GitHubRequest::kRerun:
       if (!listed) return bad("re-runs go to allowlisted repositories only, not " + r.repo());

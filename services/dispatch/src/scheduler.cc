@@ -1,5 +1,6 @@
 #include "relay/dispatch/scheduler.h"
 
+#include "absl/strings/ascii.h"
 #include "relay/base/log.h"
 
 namespace relay::dispatch {
@@ -21,6 +22,15 @@ std::string LevelLabel(int level) { return level >= 1 && level <= 4 ? "L" + std:
 
 }  // namespace
 
+std::string SupersedeKey(const v1::GitHubRequest& r) {
+  if (!r.has_dispatch()) return "";
+  const auto& d = r.dispatch();
+  if (d.event() != "pull_request" || d.pr_number() <= 0 || d.head_sha().empty()) return "";
+  if (d.action() != "opened" && d.action() != "reopened" && d.action() != "synchronize") return "";
+  return absl::AsciiStrToLower(d.upstream_repo()) + "#" + std::to_string(d.pr_number()) + ">" +
+         absl::AsciiStrToLower(r.repo());
+}
+
 Scheduler::Scheduler(SchedulerOptions options, ExecutorFactory executors, const Clock* clock,
                      prometheus::Registry* metrics)
     : options_(options),
@@ -39,27 +49,87 @@ Scheduler::Scheduler(SchedulerOptions options, ExecutorFactory executors, const 
                    .Help("From a write's first attempt to its result")
                    .Register(*metrics)
                    .Add({}, prometheus::Histogram::BucketBoundaries{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
-                                                                    5, 10, 30, 60, 300})) {
+                                                                    5, 10, 30, 60, 300})),
+      superseded_(prometheus::BuildCounter()
+                      .Name("relay_dispatch_writes_superseded_total")
+                      .Help("Pull request dispatches not sent because a newer head of the same PR was queued for "
+                            "the same repository before they started")
+                      .Register(*metrics)
+                      .Add({})) {
   for (const char* l : {"L4", "L3", "L2", "L1", "none"}) queue_depth_.Add({{"level", l}});
   for (int i = 0; i < options_.concurrency; ++i) workers_.emplace_back([this] { Work(); });
+  finisher_ = std::thread([this] { FinishSuperseded(); });
 }
 
 Scheduler::~Scheduler() { Stop(); }
 
 void Scheduler::Submit(v1::GitHubRequest request, Done done, std::function<bool()> wanted,
-                       Executor::BeforeWrite before_write) {
+                       Executor::BeforeWrite before_write, std::string coalesce_key) {
   auto job = std::make_shared<Job>();
   job->request = std::move(request);
   job->done = std::move(done);
   job->wanted = std::move(wanted);
-  job->before_write = std::move(before_write);
   job->enqueued = clock_->Now();
+  job->coalesce_key = std::move(coalesce_key);
+  if (job->coalesce_key.empty()) {
+    job->before_write = std::move(before_write);
+  } else {
+    // Started and superseded decided under one lock: a job either writes
+    // (and is never superseded after) or is superseded and never writes.
+    Job* j = job.get();  // the job outlives its executions
+    job->before_write = [this, j, user = std::move(before_write)]() -> absl::Status {
+      {
+        std::lock_guard lock(mu_);
+        if (j->superseded) return absl::CancelledError("superseded by " + j->superseded_by);
+        j->started = true;
+      }
+      return user ? user() : absl::OkStatus();
+    };
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (!job->coalesce_key.empty()) SupersedeLocked(job);
+  }
   Enqueue(std::move(job));
+}
+
+void Scheduler::SupersedeLocked(const std::shared_ptr<Job>& job) {
+  std::shared_ptr<Job>& newest = newest_[job->coalesce_key];
+  std::shared_ptr<Job> older = std::exchange(newest, job);
+  if (!older || older->started || older->superseded || older->finished) return;
+  // The same head again (a redelivery of the event) is not newer.
+  if (older->request.dispatch().head_sha() == job->request.dispatch().head_sha()) return;
+  older->superseded = true;
+  older->superseded_by = job->request.id();
+  superseded_.Increment();
+  if (!older->in_worker) {
+    // Queued or in a backoff: its result now, from the finisher (the
+    // submitter may hold its own locks); the worker that pops it drops it.
+    older->finished = true;
+    to_finish_.push_back(std::move(older));
+    finish_cv_.notify_one();
+  }
+}
+
+void Scheduler::FinishSuperseded() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    finish_cv_.wait_for(lock, std::chrono::milliseconds(50));
+    while (!to_finish_.empty() && !stop_) {
+      auto job = std::move(to_finish_.front());
+      to_finish_.pop_front();
+      lock.unlock();
+      Finish(job, Verdict{Verdict::Kind::kTransient, 0, "superseded by " + job->superseded_by, "", 0},
+             JobResult::Kind::kSuperseded);
+      lock.lock();
+    }
+  }
 }
 
 void Scheduler::Enqueue(std::shared_ptr<Job> job) {
   {
     std::lock_guard lock(mu_);
+    job->in_worker = false;
     queue_depth_.Add({{"level", LevelLabel(job->request.level())}}).Increment();
     ready_.push(Ready{job->request.level(), KindRank(job->request), seq_++, std::move(job)});
   }
@@ -74,13 +144,24 @@ size_t Scheduler::Queued() const {
 void Scheduler::Stop() {
   if (stop_.exchange(true)) return;
   cv_.notify_all();
+  {
+    std::lock_guard lock(mu_);  // the finisher sees stop_ after its wait
+  }
+  finish_cv_.notify_all();
   for (auto& w : workers_) {
     if (w.joinable()) w.join();
   }
+  if (finisher_.joinable()) finisher_.join();
 }
 
 void Scheduler::Finish(std::shared_ptr<Job> job, const Verdict& v, JobResult::Kind kind) {
   JobResult result;
+  if (!job->coalesce_key.empty()) {
+    std::lock_guard lock(mu_);
+    job->finished = true;  // from here no newer job supersedes it
+    result.superseded_by = job->superseded_by;
+    if (auto it = newest_.find(job->coalesce_key); it != newest_.end() && it->second == job) newest_.erase(it);
+  }
   result.kind = kind;
   result.http_status = v.http_status;
   result.attempts = job->attempts;
@@ -89,8 +170,10 @@ void Scheduler::Finish(std::shared_ptr<Job> job, const Verdict& v, JobResult::Ki
   result.installation_id = v.installation_id;
   result.not_installed = v.not_installed;
   result.uncertain_retry = job->maybe_sent && result.attempts > 1;
-  result.latency = std::chrono::duration_cast<std::chrono::milliseconds>(clock_->Now() - job->first_attempt);
-  latency_.Observe(std::chrono::duration<double>(result.latency).count());
+  if (job->attempts > 0) {  // a job superseded while queued was never attempted
+    result.latency = std::chrono::duration_cast<std::chrono::milliseconds>(clock_->Now() - job->first_attempt);
+    latency_.Observe(std::chrono::duration<double>(result.latency).count());
+  }
   std::move(job->done)(std::move(result));
 }
 
@@ -117,6 +200,8 @@ void Scheduler::Work() {
       job = ready_.top().job;
       ready_.pop();
       queue_depth_.Add({{"level", LevelLabel(job->request.level())}}).Decrement();
+      if (job->finished) continue;  // superseded while queued: its result is given
+      job->in_worker = true;
     }
     if (job->attempts == 0) job->first_attempt = clock_->Now();
     if (job->wanted && !job->wanted()) {
@@ -128,6 +213,16 @@ void Scheduler::Work() {
     calls_.Add({{"endpoint", v.endpoint.empty() ? std::string(KindName(job->request)) : v.endpoint},
                 {"status", std::to_string(v.http_status)}})
         .Increment();
+    bool superseded = false;
+    if (!job->coalesce_key.empty()) {
+      std::lock_guard lock(mu_);
+      superseded = job->superseded;  // set only before its first write: nothing was sent
+    }
+    if (superseded) {
+      Finish(job, Verdict{Verdict::Kind::kTransient, 0, "superseded by " + job->superseded_by, "", 0},
+             JobResult::Kind::kSuperseded);
+      continue;
+    }
     switch (v.kind) {
       case Verdict::Kind::kDone:
         Finish(job, v, JobResult::Kind::kDone);
@@ -185,6 +280,7 @@ void Scheduler::Work() {
       std::lock_guard lock(mu_);
       wait = std::chrono::milliseconds(
           std::uniform_int_distribution<int64_t>(job->backoff.count() / 2, job->backoff.count())(rng_));
+      job->in_worker = false;
       delayed_.emplace(clock_->Now() + wait, job);
     }
     log::Info("GitHub write will be retried",

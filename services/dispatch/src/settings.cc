@@ -24,6 +24,14 @@ absl::StatusOr<DispatchSettings> LoadSettings(Config& config, const service::Com
   // see it work without waiting minutes.
   s.budget.window = config.Duration("github.write_window", 60s, 100ms, 1h);
   s.budget.max_writes_per_hour = config.Int("github.max_writes_per_hour", 500, 1, 100'000'000);
+  // What GitHub's secondary limits count over: the App (the conservative
+  // reading of GitHub's documentation: services/dispatch/README.md) or each
+  // installation.
+  if (auto scope = ParseBudgetScope(config.String("github.budget_scope", "app")); scope.ok()) {
+    s.budget.scope = *scope;
+  } else {
+    config.Fail("github.budget_scope", std::string(scope.status().message()));
+  }
   s.topics.budget = config.String("github.budget_topic", s.topics.budget);
   s.budget_lease = config.Duration("github.budget_lease", 2s, 100ms, 1min);
   s.scheduler.concurrency = static_cast<int>(config.Int("github.max_concurrency", 8, 1, 256));

@@ -101,8 +101,9 @@ std::optional<BudgetLedger::Grant> BudgetLedger::Apply(const v1::BudgetRecord& r
   return std::nullopt;
 }
 
-int64_t BudgetLedger::paused_until_ms() const {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(rules_.paused_until().time_since_epoch()).count();
+int64_t BudgetLedger::paused_until_ms(int64_t installation) const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(rules_.paused_until(installation).time_since_epoch())
+      .count();
 }
 
 // --- the shared budget --------------------------------------------------------
@@ -247,7 +248,9 @@ std::optional<CallBudget::TimePoint> SharedBudget::Acquire(int64_t installation,
       // Both on the broker's clock, "now" at its earliest: a pause never
       // looks shorter than it is.
       int64_t now_ms = BrokerNowLocked();
-      int64_t paused = std::max(ledger_.paused_until_ms(), local_pause_until_ms_);
+      auto local = local_pause_until_ms_.find(ScopeKey(installation));
+      int64_t paused = std::max(ledger_.paused_until_ms(installation),
+                                local == local_pause_until_ms_.end() ? 0 : local->second);
       if (paused > now_ms) {
         retry = clock_->Now() + std::chrono::milliseconds(paused - now_ms);
         break;
@@ -283,10 +286,12 @@ void SharedBudget::Observe(int64_t installation, bool write, unsigned status,
   };
   std::lock_guard lock(mu_);
   if (secondary || status == 429) {
-    // Everyone pauses: this instance at once, the others when they read it.
+    // Everyone the limit counts (the App, or this installation) pauses:
+    // this instance at once, the others when they read it.
     int64_t retry_after = header("retry-after");
     int64_t pause = retry_after >= 0 ? retry_after * 1000 : options_.budget.secondary_pause.count();
-    local_pause_until_ms_ = std::max(local_pause_until_ms_, BrokerNowLocked() + pause);
+    int64_t& until = local_pause_until_ms_[ScopeKey(installation)];
+    until = std::max(until, BrokerNowLocked() + pause);
     v1::BudgetRecord r;
     r.set_instance(options_.instance);
     r.set_seq(++seq_);

@@ -114,5 +114,60 @@ TEST(BudgetTest, ASecondaryLimitAnswerPausesEveryone) {
   EXPECT_FALSE(budget.Acquire(1, false).has_value());
 }
 
+// With the App's scope (the default) every installation draws on one pair
+// of ceilings and one pause.
+TEST(BudgetTest, TheAppScopeHoldsEveryInstallationTogether) {
+  FakeClock clock;
+  BudgetOptions o{2, 60s};
+  ASSERT_EQ(o.scope, BudgetScope::kApp) << "the conservative scope is the default";
+  Budget budget(o, &clock);
+  ASSERT_FALSE(budget.Acquire(1, true).has_value());
+  ASSERT_FALSE(budget.Acquire(2, true).has_value());
+  EXPECT_TRUE(budget.Acquire(3, true).has_value()) << "a third installation shares the App's ceiling";
+  EXPECT_EQ(budget.WritesLeftInWindow(), 0);
+}
+
+// With the installation scope each installation has its own ceilings and
+// its own pause; the primary limit stays each installation's either way.
+TEST(BudgetTest, TheInstallationScopeGivesEachItsOwnCeilingsAndPause) {
+  FakeClock clock;
+  BudgetOptions o{2, 60s, 3, 60s};
+  o.scope = BudgetScope::kInstallation;
+  Budget budget(o, &clock);
+  for (int64_t installation : {1, 2}) {
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_FALSE(budget.Acquire(installation, true).has_value()) << installation;
+      budget.Observe(installation, true, 204, {}, false);
+    }
+    EXPECT_TRUE(budget.Acquire(installation, true).has_value()) << "installation " << installation << "'s minute is full";
+  }
+  EXPECT_EQ(budget.WritesLeftInWindow(), 0) << "the fewest any installation has left";
+  // The hourly ceiling is each installation's too: 3 an hour.
+  clock.Advance(60s);
+  ASSERT_FALSE(budget.Acquire(1, true).has_value());
+  budget.Observe(1, true, 204, {}, false);
+  EXPECT_TRUE(budget.Acquire(1, true).has_value()) << "installation 1 made its 3 this hour";
+  EXPECT_FALSE(budget.Acquire(2, true).has_value()) << "installation 2 made 2";
+  budget.Observe(2, true, 204, {}, false);
+  // A secondary limit met by installation 3 pauses installation 3 only.
+  ASSERT_FALSE(budget.Acquire(3, true).has_value());
+  budget.Observe(3, true, 403, {{"retry-after", "30"}}, /*secondary=*/true);
+  auto paused = budget.Acquire(3, false);
+  ASSERT_TRUE(paused.has_value());
+  EXPECT_EQ(*paused - clock.Now(), 30s);
+  EXPECT_FALSE(budget.Acquire(4, true).has_value()) << "another installation is not paused";
+  EXPECT_EQ(budget.paused_until(3), clock.Now() + 30s);
+  EXPECT_EQ(budget.paused_until(4), Budget::TimePoint{});
+}
+
+TEST(BudgetTest, TheScopeIsReadByName) {
+  EXPECT_EQ(*ParseBudgetScope("app"), BudgetScope::kApp);
+  EXPECT_EQ(*ParseBudgetScope("installation"), BudgetScope::kInstallation);
+  auto bad = ParseBudgetScope("token");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("app, installation"), std::string::npos) << bad.status();
+  EXPECT_EQ(BudgetScopeName(BudgetScope::kInstallation), "installation");
+}
+
 }  // namespace
 }  // namespace relay::dispatch

@@ -133,6 +133,110 @@ TEST_F(PlannerTest, PushFansOutAndABranchDeletionDoesNot) {
   EXPECT_THAT(deleted->ignored, HasSubstr("deleting"));
 }
 
+// Each repository gets what its subscription asks for; what today's
+// default would have sent it and it does not ask for is listed as
+// filtered, with the reason.
+class SubscriptionPlannerTest : public PlannerTest {
+ protected:
+  SubscriptionPlannerTest() {
+    list_ = *allowlist::Allowlist::Parse(std::string(kAllowlist) + R"(
+subscriptions:
+  acme/l1:
+    events: [pull_request.opened, pull_request.synchronize]
+    labels: [ciflow/trunk, "ciflow/l1*"]
+  acme/l2:
+    events: [push]
+  intel/l3:
+    events: [pull_request, pull_request.labeled]
+    labels: [ciflow/xpu]
+)", "test");
+  }
+  static std::vector<std::string> Repos(const Plan& plan) {
+    std::vector<std::string> out;
+    for (const auto& r : plan.requests) out.push_back(r.repo());
+    return out;
+  }
+  using Filtered = std::vector<std::pair<std::string, std::string>>;
+};
+
+TEST_F(SubscriptionPlannerTest, NothingGoesToARepositoryThatDidNotAskForIt) {
+  using ::testing::ElementsAre;
+  using ::testing::Pair;
+  // A synchronize of a PR labelled ciflow/trunk: acme/l1 (its label),
+  // amd/l4 (no subscription: today's default); acme/l2 wants pushes only,
+  // intel/l3 wants ciflow/xpu PRs.
+  auto sync = PlanOf(Record("pull_request", PullRequest("synchronize", R"([{"name":"ciflow/trunk"}])")));
+  ASSERT_TRUE(sync.ok()) << sync.status();
+  EXPECT_THAT(Repos(*sync), ElementsAre("amd/l4", "acme/l1"));
+  EXPECT_THAT(sync->filtered, ElementsAre(Pair("intel/l3", "label"), Pair("acme/l2", "event")));
+  EXPECT_TRUE(sync->ignored.empty());
+  // A prefix label matches; closed is not among acme/l1's events.
+  auto prefixed = PlanOf(Record("pull_request", PullRequest("opened", R"([{"name":"ciflow/l1/riscv"}])")));
+  EXPECT_THAT(Repos(*prefixed), ElementsAre("amd/l4", "acme/l1"));
+  auto closed = PlanOf(Record("pull_request", PullRequest("closed", R"([{"name":"ciflow/trunk"},{"name":"ciflow/xpu"}])")));
+  EXPECT_THAT(Repos(*closed), ElementsAre("amd/l4", "intel/l3"));
+  EXPECT_THAT(closed->filtered, ElementsAre(Pair("acme/l2", "event"), Pair("acme/l1", "event")));
+  // A push: only the repos that take pushes (acme/l2, and amd/l4 by default).
+  auto push = PlanOf(Record("push", R"({"ref":"refs/heads/main","before":"aaa","after":"bbb"})"));
+  EXPECT_THAT(Repos(*push), ElementsAre("amd/l4", "acme/l2"));
+  EXPECT_THAT(push->filtered, ElementsAre(Pair("intel/l3", "event"), Pair("acme/l1", "event")));
+}
+
+TEST_F(SubscriptionPlannerTest, ALabelAddedDispatchesToTheRepositoriesThatAskForIt) {
+  using ::testing::ElementsAre;
+  // intel/l3 asks for pull_request.labeled with ciflow/xpu: adding it
+  // dispatches there, and nowhere else (labeled was never dispatched, so
+  // nothing counts as filtered).
+  auto xpu = PlanOf(Record("pull_request", PullRequest("labeled", R"([{"name":"ciflow/xpu"}])",
+                                                       R"(,"label":{"name":"ciflow/xpu"})")));
+  ASSERT_TRUE(xpu.ok()) << xpu.status();
+  EXPECT_THAT(Repos(*xpu), ElementsAre("intel/l3"));
+  EXPECT_EQ(xpu->requests[0].dispatch().action(), "labeled");
+  EXPECT_TRUE(xpu->filtered.empty());
+  // Another label added: no dispatch, and the record asks for nothing.
+  auto bug = PlanOf(Record("pull_request", PullRequest("labeled", R"([{"name":"ciflow/xpu"},{"name":"bug"}])",
+                                                       R"(,"label":{"name":"bug"})")));
+  EXPECT_TRUE(bug->requests.empty());
+  EXPECT_EQ(bug->ignored, "pull_request.labeled: no repository subscribes");
+  // A request id of its own: the labeled delivery is another delivery.
+  auto sync = PlanOf(Record("pull_request", PullRequest("synchronize", R"([{"name":"ciflow/xpu"}])")));
+  EXPECT_NE(sync->requests.back().id(), xpu->requests[0].id());
+}
+
+// github.requests is held to the same: a dispatch to a repository with a
+// subscription must be one of its events; one without keeps today's rule.
+TEST_F(SubscriptionPlannerTest, ARequestedDispatchIsHeldToTheSubscription) {
+  auto dispatch = [](const std::string& repo, const std::string& event, const std::string& action) {
+    v1::GitHubRequest r;
+    r.set_id("x");
+    r.set_repo(repo);
+    r.mutable_dispatch()->set_event_type(event);
+    r.mutable_dispatch()->set_event(event);
+    r.mutable_dispatch()->set_action(action);
+    return r;
+  };
+  EXPECT_TRUE(ValidateRequest(dispatch("acme/l2", "push", ""), list_, options_).ok());
+  EXPECT_TRUE(ValidateRequest(dispatch("acme/l1", "pull_request", "opened"), list_, options_).ok());
+  absl::Status s = ValidateRequest(dispatch("acme/l1", "pull_request", "closed"), list_, options_);
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("acme/l1 does not subscribe to pull_request.closed"));
+  EXPECT_FALSE(ValidateRequest(dispatch("acme/l2", "pull_request", "opened"), list_, options_).ok());
+  EXPECT_TRUE(ValidateRequest(dispatch("amd/l4", "custom", ""), list_, options_).ok()) << "no subscription: as before";
+}
+
+TEST_F(SubscriptionPlannerTest, AnEventNobodyAsksForIsIgnoredWithTheReason) {
+  list_ = *allowlist::Allowlist::Parse(R"(
+L1: [acme/l1]
+subscriptions:
+  acme/l1: {events: [push]}
+)", "test");
+  auto opened = PlanOf(Record("pull_request", PullRequest("opened")));
+  ASSERT_TRUE(opened.ok());
+  EXPECT_TRUE(opened->requests.empty());
+  EXPECT_EQ(opened->ignored, "pull_request.opened: no repository subscribes");
+  EXPECT_EQ(opened->filtered.size(), 1u);
+}
+
 TEST_F(PlannerTest, RerequestedRelayCheckRunReRunsTheDownstreamRun) {
   std::string body = R"({"action":"rerequested","check_run":{"name":"crcr/intel/l3/ci/build","external_id":"9911/2/build","app":{"id":4242}}})";
   auto plan = PlanOf(Record("check_run", body));

@@ -104,6 +104,111 @@ TEST_F(SchedulerTest, L4WorkQueuedWithL1WorkGoesFirst) {
   EXPECT_EQ(order.back().substr(0, 2), "l1");
 }
 
+// A synchronize of PR `pr` at `head` for `repo`.
+v1::GitHubRequest PrDispatch(const std::string& repo, const std::string& id, int pr, const std::string& head) {
+  v1::GitHubRequest r;
+  r.set_id(id);
+  r.set_repo(repo);
+  r.set_level(2);
+  auto* d = r.mutable_dispatch();
+  d->set_client_payload_json(R"({"event_type":"pull_request","client_payload":{"n":")" + id + "\"}}");
+  d->set_upstream_repo("pytorch/pytorch");
+  d->set_event("pull_request");
+  d->set_action("synchronize");
+  d->set_pr_number(pr);
+  d->set_head_sha(head);
+  return r;
+}
+
+TEST(SupersedeKeyTest, OnePullRequestsHeadDispatchesToOneRepository) {
+  EXPECT_EQ(SupersedeKey(PrDispatch("Acme/L1", "a", 7, "a1")), "pytorch/pytorch#7>acme/l1");
+  auto closed = PrDispatch("acme/l1", "c", 7, "a1");
+  closed.mutable_dispatch()->set_action("closed");
+  EXPECT_EQ(SupersedeKey(closed), "") << "a close builds nothing new: never coalesced";
+  auto push = PrDispatch("acme/l1", "p", 0, "a1");
+  push.mutable_dispatch()->set_event("push");
+  EXPECT_EQ(SupersedeKey(push), "");
+  v1::GitHubRequest rerun;
+  rerun.mutable_rerun()->set_run_id(1);
+  EXPECT_EQ(SupersedeKey(rerun), "");
+}
+
+class CoalescingTest : public SchedulerTest {
+ protected:
+  // Submits with the request's coalesce key; `started` (if given) is set
+  // when its first write begins.
+  std::future<JobResult> SubmitKeyed(v1::GitHubRequest r, std::promise<void>* started = nullptr) {
+    auto p = std::make_shared<std::promise<JobResult>>();
+    auto f = p->get_future();
+    std::string key = SupersedeKey(r);
+    Executor::BeforeWrite before;
+    if (started) before = [started] { started->set_value(); return absl::OkStatus(); };
+    scheduler_->Submit(std::move(r), [p](JobResult result) { p->set_value(std::move(result)); }, {}, std::move(before),
+                       std::move(key));
+    return f;
+  }
+  double Superseded() {
+    for (const auto& family : registry_.Collect()) {
+      if (family.name == "relay_dispatch_writes_superseded_total") return family.metric.at(0).counter.value;
+    }
+    return -1;
+  }
+};
+
+// GitHub held back (one worker, every answer 300 ms late), so writes queue:
+// a newer head of the same PR for the same repository supersedes the
+// queued one, which is never sent; the newest goes out, and so do the
+// other repository's and a second delivery of the same head.
+TEST_F(CoalescingTest, ANewerHeadSupersedesTheQueuedDispatchAndTheNewestGoesOut) {
+  Control(bhttp::verb::post, "/_fake/config", R"({"latency_ms":300})");
+  SchedulerOptions o;
+  o.concurrency = 1;
+  StartScheduler(o);
+  std::promise<void> blocking;
+  auto blocker = SubmitKeyed(PrDispatch("acme/other", "blocker", 9, "z"), &blocking);
+  ASSERT_EQ(blocking.get_future().wait_for(10s), std::future_status::ready) << "the one worker never wrote";
+  auto a = SubmitKeyed(PrDispatch("acme/l1", "a", 7, "a1"));
+  auto other_repo = SubmitKeyed(PrDispatch("acme/l2", "a-l2", 7, "a1"));
+  auto b = SubmitKeyed(PrDispatch("acme/l1", "b", 7, "b2"));
+  auto b_again = SubmitKeyed(PrDispatch("acme/l1", "b-again", 7, "b2"));  // a redelivery: the same head
+  JobResult ra = a.get();
+  EXPECT_EQ(ra.kind, JobResult::Kind::kSuperseded);
+  EXPECT_EQ(ra.superseded_by, "b");
+  EXPECT_EQ(ra.attempts, 0) << "superseded in line: never attempted";
+  for (auto* f : {&blocker, &other_repo, &b, &b_again}) {
+    JobResult r = f->get();
+    EXPECT_EQ(r.kind, JobResult::Kind::kDone) << r.error;
+  }
+  auto stats = Control(bhttp::verb::get, "/_fake/stats");
+  EXPECT_EQ(stats.at("dispatches").as_int64(), 4) << "a1 to acme/l1 was sent";
+  EXPECT_EQ(Superseded(), 1);
+}
+
+// A dispatch already writing goes out whatever comes after it; one a
+// worker holds while it waits for the budget (not yet writing) is
+// superseded there, and its grant is never used for a write.
+TEST_F(CoalescingTest, AStartedDispatchGoesOutAndOneWaitingForTheBudgetIsSuperseded) {
+  Control(bhttp::verb::post, "/_fake/config", R"({"latency_ms":300})");
+  SchedulerOptions o;
+  o.concurrency = 2;
+  StartScheduler(o, BudgetOptions{1, 1000ms});  // one write a second
+  std::promise<void> writing;
+  auto x = SubmitKeyed(PrDispatch("acme/l1", "x", 8, "x1"), &writing);
+  ASSERT_EQ(writing.get_future().wait_for(10s), std::future_status::ready);
+  auto y = SubmitKeyed(PrDispatch("acme/l1", "y", 8, "y2"));  // x is on its way: not superseded
+  std::this_thread::sleep_for(200ms);  // the second worker holds y, waiting for the window
+  auto z = SubmitKeyed(PrDispatch("acme/l1", "z", 8, "z3"));
+  JobResult rx = x.get(), ry = y.get(), rz = z.get();
+  EXPECT_EQ(rx.kind, JobResult::Kind::kDone) << rx.error;
+  EXPECT_EQ(ry.kind, JobResult::Kind::kSuperseded) << ry.error;
+  EXPECT_EQ(ry.superseded_by, "z");
+  EXPECT_EQ(ry.attempts, 1) << "superseded in a worker's hands, before its write";
+  EXPECT_EQ(rz.kind, JobResult::Kind::kDone) << rz.error;
+  auto stats = Control(bhttp::verb::get, "/_fake/stats");
+  EXPECT_EQ(stats.at("dispatches").as_int64(), 2);
+  EXPECT_EQ(Superseded(), 1);
+}
+
 TEST_F(SchedulerTest, TransientFailuresRetryAndPermanentOnesEndAtOnce) {
   SchedulerOptions o;
   o.backoff_min = 20ms;

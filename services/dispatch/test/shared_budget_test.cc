@@ -123,6 +123,55 @@ TEST_F(SharedBudgetTest, ASecondaryLimitMetByOnePausesAll) {
   EXPECT_FALSE(c->Acquire(3, true).has_value()) << "the pause ends";
 }
 
+// github.budget_scope: the write ceiling holds for the App (every
+// installation together) or for each installation, across every instance.
+class SharedBudgetScopeTest : public SharedBudgetTest, public ::testing::WithParamInterface<BudgetScope> {};
+
+INSTANTIATE_TEST_SUITE_P(Scope, SharedBudgetScopeTest,
+                         ::testing::Values(BudgetScope::kApp, BudgetScope::kInstallation),
+                         [](const auto& p) { return std::string(BudgetScopeName(p.param)); });
+
+TEST_P(SharedBudgetScopeTest, TheWriteCeilingHoldsPerScopeAcrossInstances) {
+  BudgetOptions b;
+  b.max_writes_per_minute = 5;
+  b.window = 60s;  // nothing leaves the window during the test
+  b.scope = GetParam();
+  auto a = Instance(b), c = Instance(b);
+  const std::map<std::string, std::string> github = {
+      {"x-ratelimit-remaining", "4000"},
+      {"x-ratelimit-reset", std::to_string(clock_.UnixMillis() / 1000 + 3600)}};
+  EXPECT_EQ(Granted(*a, 1, true, 800ms, github), 5) << "installation 1 takes the whole minute";
+  EXPECT_EQ(Granted(*c, 1, true, 300ms, github), 0) << "another instance gets none of installation 1's";
+  int other = Granted(*c, 2, true, 800ms, github);
+  if (GetParam() == BudgetScope::kApp) {
+    EXPECT_EQ(other, 0) << "the App's minute is full, whatever the installation";
+  } else {
+    EXPECT_EQ(other, 5) << "installation 2 has its own minute";
+    EXPECT_EQ(Granted(*a, 2, true, 300ms, github), 0) << "and it holds on every instance";
+  }
+  EXPECT_GT(Granted(*c, 1, false, 300ms, github), 0) << "reads are not held by the write ceiling";
+}
+
+TEST_P(SharedBudgetScopeTest, ASecondaryLimitPausesEveryInstanceForItsScope) {
+  BudgetOptions b;
+  b.scope = GetParam();
+  auto a = Instance(b), c = Instance(b);
+  ASSERT_FALSE(a->Acquire(1, true).has_value());
+  a->Observe(1, true, 429, {{"retry-after", "2"}}, true);
+  ASSERT_TRUE(relay::testing::WaitFor([&] { return c->Acquire(1, false).has_value(); }, 2s))
+      << "the other instance did not pause installation 1";
+  EXPECT_TRUE(a->Acquire(1, true).has_value()) << "the instance that saw it pauses at once";
+  if (GetParam() == BudgetScope::kApp) {
+    EXPECT_TRUE(c->Acquire(2, true).has_value()) << "the App pauses: every installation";
+    EXPECT_TRUE(a->Acquire(2, true).has_value());
+  } else {
+    EXPECT_FALSE(c->Acquire(2, true).has_value()) << "only installation 1 pauses";
+    c->Observe(2, true, 204, {}, false);
+    EXPECT_FALSE(a->Acquire(2, true).has_value()) << "nor on the instance that met the limit";
+    a->Observe(2, true, 204, {}, false);
+  }
+}
+
 TEST_F(SharedBudgetTest, ThePrimaryLimitOneInstanceLearnedHoldsTheOthers) {
   BudgetOptions b;
   auto a = Instance(b), c = Instance(b);

@@ -13,6 +13,15 @@
 // a list item). Oncalls are a list or a comma-separated string. A repo may
 // appear once in the whole file. Repository names compare
 // case-insensitively, as GitHub's do. Used by dispatch and collector.
+//
+// Beside the levels, what each repository wants dispatched (read by
+// dispatch; a repository not listed here gets what every repository got
+// before subscriptions existed, Subscription::Default()):
+//
+//   subscriptions:
+//     org/repo:
+//       events: [pull_request.opened, pull_request.synchronize, push]
+//       labels: [ciflow/trunk, ciflow/rocm*]
 #pragma once
 
 #include <chrono>
@@ -20,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,18 +49,47 @@ std::string_view LevelName(Level level);  // "L1".."L4"
 // an API path checks it with this.
 bool IsValidRepoName(std::string_view repo);
 
+// The upstream events a downstream repository asks to be dispatched.
+//   events: "push" (every push but a branch deletion), "pull_request" (its
+//     opened, reopened, synchronize and closed), or one action of it:
+//     "pull_request.<action>" with action one of kPullRequestActions
+//     (labeled included: a dispatch when a label is added).
+//   labels: when not empty, a pull_request event is wanted only when the
+//     PR carries a label matching one of them (for `labeled`: the label
+//     added matches); "prefix*" matches every label starting with prefix.
+//     Pushes carry no labels: not filtered by them.
+struct Subscription {
+  std::set<std::string> events;  // "push", "pull_request.opened", ... (expanded)
+  std::vector<std::string> labels;
+
+  // What every repository got before subscriptions: pull_request opened,
+  // reopened, synchronize and closed, and push; any labels.
+  static const Subscription& Default();
+  // `event` with `action` (empty for push) is one it asks for.
+  bool WantsEvent(std::string_view event, std::string_view action) const;
+  // A label name matching one of `labels`.
+  bool MatchesLabel(std::string_view label) const;
+};
+
+// The pull_request actions a subscription may name.
+inline constexpr std::string_view kPullRequestActions[] = {"opened", "reopened", "synchronize", "closed",
+                                                           "labeled"};
+
 struct Entry {
   std::string repo;  // as written, e.g. "Intel/torch-xpu"
   Level level = Level::kL1;
   std::string device;  // L3 only: the ciflow/crcr/<device> label that asks for check runs
   std::vector<std::string> oncalls;
+  Subscription subscription = Subscription::Default();
+  bool subscribed = false;  // the file gives it a subscription (else the default)
 };
 
 // Immutable once built; share it as shared_ptr<const Allowlist>.
 class Allowlist {
  public:
   // InvalidArgument naming the file and what is wrong (YAML syntax, shape,
-  // a malformed repo name, a repo listed twice).
+  // a malformed repo name, a repo listed twice; a subscription of a repo in
+  // no level, of an unknown event or action, or with an unknown key).
   static absl::StatusOr<Allowlist> Parse(std::string_view yaml, std::string_view origin);
   static absl::StatusOr<Allowlist> Load(const std::string& path);
 

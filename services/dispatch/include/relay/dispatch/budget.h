@@ -6,9 +6,11 @@
 //   - no more than max_writes_per_hour (GitHub: 500) over a sliding hour;
 //   - each installation's primary limit, from the X-RateLimit-Remaining and
 //     X-RateLimit-Reset of its answers (counting calls still in flight);
-//   - a pause for everyone after a secondary-limit answer (403/429 with
-//     Retry-After, or one minute when GitHub gives none).
-// Thread-safe. Time from the Clock, so tests drive it by hand.
+//   - a pause after a secondary-limit answer (403/429 with Retry-After, or
+//     one minute when GitHub gives none).
+// The write ceilings and the pause hold for the whole App, or for each
+// installation apart (BudgetScope); the primary limit is always each
+// installation's. Thread-safe. Time from the Clock, so tests drive it by hand.
 #pragma once
 
 #include <chrono>
@@ -18,10 +20,21 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
+#include "absl/status/statusor.h"
 #include "relay/base/clock.h"
 
 namespace relay::dispatch {
+
+// What GitHub's secondary limits (the write ceilings, and the pause after
+// a secondary-limit answer) are counted over (github.budget_scope).
+//   kApp: one count for every installation of the App, as GitHub's
+//     documentation allows us to assume (it does not say they are counted
+//     per installation token); the default.
+//   kInstallation: one count per installation: a pause one installation
+//     met pauses only that installation.
+enum class BudgetScope { kApp, kInstallation };
 
 struct BudgetOptions {
   // GitHub's content-creation ceiling (github.max_writes_per_minute), per
@@ -33,7 +46,12 @@ struct BudgetOptions {
   int64_t max_writes_per_hour = 500;
   // The pause after a secondary-limit answer without Retry-After.
   std::chrono::milliseconds secondary_pause{60'000};
+  BudgetScope scope = BudgetScope::kApp;
 };
+
+// "app" or "installation"; InvalidArgument naming both otherwise.
+absl::StatusOr<BudgetScope> ParseBudgetScope(std::string_view name);
+std::string_view BudgetScopeName(BudgetScope scope);
 
 // What the executor asks before every GitHub call and tells after it. The
 // service's is SharedBudget (shared_budget.h: one budget for every
@@ -52,7 +70,8 @@ class CallBudget {
   virtual void Observe(int64_t installation, bool write, unsigned status,
                        const std::map<std::string, std::string>& headers, bool secondary) = 0;
   // For /metrics: primary calls left for an installation (-1 unknown) and
-  // writes left in the current window.
+  // writes left in the current window (per installation: the fewest any
+  // installation seen has left).
   virtual int64_t Remaining(int64_t installation) const = 0;
   virtual int64_t WritesLeftInWindow() const = 0;
 };
@@ -76,7 +95,8 @@ class Budget final : public CallBudget {
   void Release(int64_t installation, bool write, int64_t used, int64_t unused);
   void Learn(int64_t installation, unsigned status, const std::map<std::string, std::string>& headers,
              bool secondary);
-  TimePoint paused_until() const;
+  // The end of the secondary-limit pause that holds `installation`.
+  TimePoint paused_until(int64_t installation) const;
 
  private:
   struct Primary {
@@ -84,7 +104,18 @@ class Budget final : public CallBudget {
     int64_t reset_unix = 0;
     int64_t in_flight = 0;
   };
-  void ExpireWindowLocked(TimePoint now) const;
+  // The write ceilings and the pause of one scope: the App's (key 0) or
+  // one installation's.
+  struct Ceilings {
+    std::deque<TimePoint> writes;  // answered writes, by answer time, in the current window
+    int64_t in_flight = 0;         // writes granted, not answered yet
+    std::deque<TimePoint> hour;    // answered writes of the last hour
+    TimePoint paused_until{};
+  };
+  int64_t ScopeKey(int64_t installation) const {
+    return options_.scope == BudgetScope::kApp ? 0 : installation;
+  }
+  void ExpireWindowLocked(Ceilings& c, TimePoint now) const;
   std::optional<TimePoint> AcquireLocked(int64_t installation, bool write);
   void ReleaseLocked(int64_t installation, bool write, int64_t used, int64_t unused);
   void LearnLocked(int64_t installation, unsigned status, const std::map<std::string, std::string>& headers,
@@ -93,11 +124,8 @@ class Budget final : public CallBudget {
   BudgetOptions options_;
   const Clock* clock_;
   mutable std::mutex mu_;
-  mutable std::deque<TimePoint> writes_;  // answered writes, by answer time, in the current window
-  int64_t writes_in_flight_ = 0;          // granted, not answered yet
-  mutable std::deque<TimePoint> hour_;    // answered writes of the last hour
+  mutable std::map<int64_t, Ceilings> ceilings_;  // by ScopeKey
   std::map<int64_t, Primary> primary_;
-  TimePoint paused_until_{};
 };
 
 }  // namespace relay::dispatch

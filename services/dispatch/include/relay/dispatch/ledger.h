@@ -5,7 +5,8 @@
 // the member that owns an input partition reads exactly its ledger at
 // assignment and is the only one writing it. States: STARTED just before a
 // write goes out, DONE when GitHub accepted it, FAILED when it failed for
-// good. STARTED without an end means the call was in flight at a crash: it
+// good, SUPERSEDED when it was never sent because a newer head of its pull
+// request went instead (scheduler.h). STARTED without an end means the call was in flight at a crash: it
 // is made again (a repeat, counted), because GitHub's dispatch API has no
 // idempotency key.
 //

@@ -3,8 +3,11 @@
 // and the facts to publish. No I/O, so every event rule is unit-tested on
 // real payloads.
 //
-//   pull_request opened/reopened/synchronize/closed, push  -> one
-//       repository_dispatch per allowlisted repo (every level)
+//   pull_request opened/reopened/synchronize/closed/labeled, push  -> one
+//       repository_dispatch per allowlisted repo (every level) whose
+//       subscription asks for it (allowlist.h: by default the four PR
+//       actions and push, any labels); a repo that would have had it by
+//       default and does not ask for it is listed in Plan::filtered
 //   pull_request labeled/unlabeled with ciflow/crcr/<device> (and any PR
 //       event carrying such labels) -> a PullRequestLabels fact
 //   check_run rerequested on a relay check run (crcr/<owner>/<repo>/...,
@@ -15,6 +18,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <boost/json/object.hpp>
@@ -44,6 +48,10 @@ struct Plan {
   std::optional<v1::PullRequestLabels> labels;
   // Set when the record asks for nothing: the event name, or why.
   std::string ignored;
+  // Dispatches the default subscription would have made and the repo's own
+  // does not ask for: (repo, reason), reason "event" (not this event or
+  // action) or "label" (the PR carries none of its labels).
+  std::vector<std::pair<std::string, std::string>> filtered;
 };
 
 // InvalidArgument (poison) for a record that cannot be decoded or lacks a

@@ -18,8 +18,9 @@
 //                                     (their writes count in the windows from here),
 //                                     the rest never were; with the primary limit's
 //                                     remaining/reset its answers last said
-//   observation(pause)             -> a secondary limit: everyone pauses (at once,
-//                                     not at the next release)
+//   observation(pause)             -> a secondary limit: everyone it counts (the App,
+//                                     or its installation: BudgetScope) pauses, at
+//                                     once, not at the next release
 //
 // A granted call not made within `lease` is given back. An instance that
 // vanishes (SIGKILL) never releases: its claims count as made until `hold`
@@ -130,7 +131,8 @@ class BudgetLedger {
   std::optional<Grant> Apply(const v1::BudgetRecord& record, int64_t log_ms);
 
   int64_t now_ms() const { return clock_.UnixMillis(); }
-  int64_t paused_until_ms() const;
+  // The end of the pause that holds `installation` (its scope's).
+  int64_t paused_until_ms(int64_t installation) const;
   int64_t Remaining(int64_t installation) const { return rules_.Remaining(installation); }
   int64_t WritesLeft() const { return rules_.WritesLeftInWindow(); }
   size_t open_claims() const { return claims_.size(); }
@@ -226,7 +228,12 @@ class SharedBudget final : public CallBudget {
   std::map<Key, int64_t> claiming_;       // calls asked for in claims not yet seen back
   std::map<int64_t, std::pair<Key, int64_t>> pending_;  // claim seq -> (key, count)
   std::map<Key, int64_t> denied_until_ms_;  // a claim got nothing: the next not before (log time)
-  int64_t local_pause_until_ms_ = 0;      // a secondary limit this instance saw, before its record is back (log time)
+  // A secondary limit this instance saw, before its record is back (log
+  // time), by scope (0: the App's; else the installation's).
+  std::map<int64_t, int64_t> local_pause_until_ms_;
+  int64_t ScopeKey(int64_t installation) const {
+    return options_.budget.scope == BudgetScope::kApp ? 0 : installation;
+  }
   BrokerClock broker_;
   std::map<int64_t, std::chrono::steady_clock::time_point> sent_at_;  // own records not read back yet (seq)
   std::chrono::steady_clock::time_point last_sent_{};  // the last own record (a probe follows a quiet spell)
