@@ -134,6 +134,13 @@ absl::StatusOr<IntakeSettings> LoadSettings(Config& config, const service::Commo
   // limit leaves room for the batch around it.
   s.kafka.message_max_bytes = static_cast<int64_t>(s.max_body) + kEnvelopeAllowance + 1024 * 1024;
   s.webhook.topic = config.String("intake.topic", "github.webhooks");
+  // Today's keys unless asked: changing them under a running deployment
+  // moves a repository's events between partitions (the cut-over:
+  // docs/architecture.md, "Topics").
+  if (std::string keys = config.String("intake.record_keys", "repository");
+      !github::ParseWebhookKeys(keys, &s.webhook.keys)) {
+    config.Fail("intake.record_keys", "must be repository or ordered, not \"" + keys + "\"");
+  }
   s.webhook.secrets = config.StringList("intake.webhook_secrets");
   std::string secrets_file = config.String("intake.webhook_secrets_file", "");
   if (!secrets_file.empty()) {

@@ -25,6 +25,7 @@
 #include "prometheus/counter.h"
 #include "prometheus/registry.h"
 #include "relay/base/clock.h"
+#include "relay/github/webhook_key.h"
 #include "relay/github/webhook_signature.h"
 #include "relay/http/server.h"
 #include "relay/intake/delivery_dedup.h"
@@ -41,6 +42,8 @@ struct WebhookOptions {
   // How long a permanent refusal by Kafka keeps readiness failed, unless a
   // record is accepted sooner.
   std::chrono::milliseconds refusal_window{30'000};
+  // How records are keyed (intake.record_keys; relay/github/webhook_key.h).
+  github::WebhookKeys keys = github::WebhookKeys::kRepository;
 };
 
 class WebhookHandler {
