@@ -215,16 +215,20 @@ WebhookHandler::Validated WebhookHandler::Validate(http::Request& request) {
   v.delivery_id = std::string(delivery);
   v.record.topic = options_.topic;
   // The key decides which records keep their order (one partition each):
-  // the rules, per scheme, are in relay/github/webhook_key.h.
-  v.record.key = github::WebhookKey(options_.keys,
+  // the rules, per scheme, are in relay/github/webhook_key.h. Ordered keys
+  // from the configured instant only, decided by intake's receive time.
+  const bool ordered =
+      options_.keys == github::WebhookKeys::kOrdered && record.received_at_unix_ms() >= options_.keys_from_unix_ms;
+  v.record.key = github::WebhookKey(ordered ? github::WebhookKeys::kOrdered : github::WebhookKeys::kRepository,
                                     {event, facts.repository, facts.number, facts.ref, facts.sha, facts.object_id},
                                     v.delivery_id);
   v.record.value = record.SerializeAsString();
   v.record.headers = {{kafka::kSchemaHeader, kWebhookSchema},
                       {kafka::kDeliveryHeader, v.delivery_id},
                       {"relay-event", std::string(event)}};
-  if (options_.keys == github::WebhookKeys::kOrdered) {
-    v.record.headers.emplace_back(github::kWebhookKeysHeader, github::kOrderedKeysVersion);
+  if (ordered) {
+    v.record.headers.push_back({github::kWebhookKeysHeader, github::kOrderedKeysVersion});
+    v.record.headers.push_back({github::kWebhookKeysFromHeader, std::to_string(options_.keys_from_unix_ms)});
   }
   return v;
 }

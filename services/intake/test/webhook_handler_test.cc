@@ -164,7 +164,27 @@ TEST_F(WebhookHandlerTest, OrderedKeysComeFromEachEventsPayload) {
     ASSERT_TRUE(v.ok) << c.event;
     EXPECT_EQ(v.record.key, c.key) << c.event << " " << c.body;
     EXPECT_EQ(HeaderOf(v.record, "relay-keys"), "2") << c.event;
+    EXPECT_EQ(HeaderOf(v.record, "relay-keys-from"), "0") << c.event;
   }
+}
+
+// intake.record_keys_from: every replica switches at one instant.
+TEST_F(WebhookHandlerTest, OrderedKeysStartAtTheConfiguredInstant) {
+  FakeProducer producer;
+  WebhookOptions options{{kSecret}, "github.webhooks", ""};
+  options.keys = github::WebhookKeys::kOrdered;
+  options.keys_from_unix_ms = clock_.UnixMillis() + 1000;
+  WebhookHandler handler(options, &producer, &dedup_, &clock_, &registry_);
+  const char* body = R"({"number":7,"pull_request":{"number":7},"repository":{"full_name":"Octo/Repo"}})";
+  auto before = ValidateCopy(handler, SignedRequest(body));
+  ASSERT_TRUE(before.ok);
+  EXPECT_EQ(before.record.key, "Octo/Repo");
+  EXPECT_EQ(HeaderOf(before.record, "relay-keys"), "<none>");
+  clock_.Advance(std::chrono::seconds(1));
+  auto at = ValidateCopy(handler, SignedRequest(body));
+  ASSERT_TRUE(at.ok);
+  EXPECT_EQ(at.record.key, "octo/repo#7");
+  EXPECT_EQ(HeaderOf(at.record, "relay-keys-from"), std::to_string(options.keys_from_unix_ms));
 }
 
 TEST_F(WebhookHandlerTest, RejectsEachBadInputWithItsStatusAndCounter) {

@@ -41,6 +41,9 @@ enum class WebhookKeys { kRepository, kOrdered };
 // consumers can tell the two schemes apart record by record.
 inline constexpr char kWebhookKeysHeader[] = "relay-keys";
 inline constexpr char kOrderedKeysVersion[] = "2";
+// With it, the instant (unix ms, decimal) from which intake keys records so:
+// every record received since carries ordered keys, none before it does.
+inline constexpr char kWebhookKeysFromHeader[] = "relay-keys-from";
 
 // Parses "repository" | "ordered"; false for anything else.
 bool ParseWebhookKeys(std::string_view text, WebhookKeys* out);

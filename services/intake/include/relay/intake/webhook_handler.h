@@ -44,6 +44,10 @@ struct WebhookOptions {
   std::chrono::milliseconds refusal_window{30'000};
   // How records are keyed (intake.record_keys; relay/github/webhook_key.h).
   github::WebhookKeys keys = github::WebhookKeys::kRepository;
+  // With kOrdered: records received before this instant (unix ms; 0: none)
+  // keep repository keys, so every replica switches at the same moment
+  // (intake.record_keys_from; the cut-over: docs/architecture.md, "Topics").
+  int64_t keys_from_unix_ms = 0;
 };
 
 class WebhookHandler {
