@@ -14,6 +14,7 @@
 #include "relay/auth/relay_token.h"
 #include "relay/base/log.h"
 #include "relay/base/status.h"
+#include "relay/dispatch/key_cutover.h"
 #include "relay/dispatch/ledger.h"
 #include "relay/dispatch/replay_guard.h"
 #include "relay/github/api.h"
@@ -240,6 +241,8 @@ class DispatchService final : public service::Service {
         metrics);
     RELAY_RETURN_IF_ERROR(reconciler_->Start());
 
+    cutover_ = std::make_unique<KeyCutover>(KafkaProgress(s.kafka.bootstrap, s.topics.webhooks, s.group_id), clock_,
+                                            1s, &metrics);
     kafka::ConsumerOptions co = service::GroupOptions(s.kafka, s.group_id, {s.topics.webhooks, s.topics.requests});
     // A batch waits batch_wait for its writes before it is retried: the
     // consumer's own backoff on top of that stays short.
@@ -300,8 +303,16 @@ class DispatchService final : public service::Service {
     auto list = allowlist_->Current();
     std::vector<std::shared_ptr<InFlight>> waits;
     std::vector<RecordPlan*> facts;
+    // The key cut-over (key_cutover.h): a record keyed the new way waits,
+    // with the rest of its partition, until every record keyed the old way
+    // before it is handled, in every partition.
     for (size_t i = 0; i < batch.records().size(); ++i) {
       const kafka::ConsumedRecord& rec = batch.records()[i];
+      if (rec.topic == settings_.topics.webhooks && !batch.IsHeld(rec) && !cutover_->MayHandle(rec)) batch.Hold(i);
+    }
+    for (size_t i = 0; i < batch.records().size(); ++i) {
+      const kafka::ConsumedRecord& rec = batch.records()[i];
+      if (batch.IsHeld(rec)) continue;
       TopicPartition input{rec.topic, rec.partition};
       Position where{rec.topic, rec.partition, rec.offset};
       // A record of a batch that comes again keeps the plan it got the
@@ -373,7 +384,7 @@ class DispatchService final : public service::Service {
     // group moved back) is a replay, and asks for nothing new.
     std::map<TopicPartition, int64_t> handled;
     for (const auto& rec : batch.records()) {
-      if (rec.topic != settings_.topics.webhooks) continue;
+      if (rec.topic != settings_.topics.webhooks || batch.IsHeld(rec)) continue;
       int64_t& next = handled[{rec.topic, rec.partition}];
       next = std::max(next, rec.offset + 1);
     }
@@ -690,6 +701,7 @@ class DispatchService final : public service::Service {
   std::unique_ptr<kafka::Producer> producer_;
   std::unique_ptr<kafka::TopicReader> reader_;
   std::unique_ptr<Ledger> ledger_;
+  std::unique_ptr<KeyCutover> cutover_;  // the consuming thread's
   int64_t ledger_retention_ms_ = 0;  // dispatch.ledger's, read at start (0: kept forever)
   std::unique_ptr<LabelFacts> label_facts_table_;
   std::unique_ptr<SharedBudget> budget_;
