@@ -12,9 +12,10 @@ bool PartitionPassed(const PartitionProgress& p, int64_t now_unix_ms, int64_t ke
   // At an ordered record: everything before it is handled, and a holder
   // sits exactly there (a later record keyed by repository is the late
   // exception).
-  if (p.next_ordered) return *p.next_ordered;
+  const int64_t of_this_switch = keys_from_unix_ms - kCutoverBound.count();
+  if (p.next_ordered) return *p.next_ordered && p.next_timestamp_ms >= of_this_switch;
   // At the end. The last record ordered: the switch is behind this partition.
-  if (p.previous_ordered.value_or(false)) return true;
+  if (p.previous_ordered.value_or(false) && p.previous_timestamp_ms >= of_this_switch) return true;
   // Nothing new since the last record keyed by repository (or none at all):
   // done once no intake can write such a record any more.
   return now_unix_ms >= keys_from_unix_ms + kCutoverBound.count();
@@ -47,10 +48,12 @@ ProgressSource KafkaProgress(std::string bootstrap, std::string topic, std::stri
     auto committed = (*admin)->CommittedOffsets(group);
     if (!committed.ok()) return committed.status();
     // nullopt for no record there; an error for a read that failed.
-    auto ordered_at = [&](int32_t partition, int64_t offset) -> absl::StatusOr<std::optional<bool>> {
+    auto ordered_at = [&](int32_t partition, int64_t offset,
+                          int64_t* timestamp_ms) -> absl::StatusOr<std::optional<bool>> {
       auto r = (*reader)->ReadAt(topic, partition, offset);
       if (absl::IsNotFound(r.status())) return std::optional<bool>();
       if (!r.ok()) return r.status();
+      *timestamp_ms = r->timestamp_ms;
       int64_t from = 0;
       return std::optional<bool>(HasOrderedKeys(*r, &from));
     };
@@ -61,11 +64,11 @@ ProgressSource KafkaProgress(std::string bootstrap, std::string topic, std::stri
       auto c = committed->find({topic, partition});
       p.position = std::clamp(c != committed->end() && c->second >= 0 ? c->second : o.low, o.low, o.high);
       if (p.position < p.end) {
-        auto next = ordered_at(partition, p.position);
+        auto next = ordered_at(partition, p.position, &p.next_timestamp_ms);
         if (!next.ok()) return next.status();
         p.next_ordered = *next;
       } else if (p.position > o.low) {
-        auto previous = ordered_at(partition, p.position - 1);
+        auto previous = ordered_at(partition, p.position - 1, &p.previous_timestamp_ms);
         if (!previous.ok()) return previous.status();
         p.previous_ordered = *previous;
       }
@@ -89,7 +92,7 @@ KeyCutover::KeyCutover(ProgressSource progress, const Clock* clock, std::chrono:
 
 bool KeyCutover::MayHandle(const kafka::ConsumedRecord& record) {
   int64_t keys_from = 0;
-  if (passed_ || !HasOrderedKeys(record, &keys_from)) return true;
+  if (!HasOrderedKeys(record, &keys_from) || (passed_from_ && keys_from <= *passed_from_)) return true;
   auto now = clock_->Now();
   if (checked_at_ && now - *checked_at_ < recheck_) {
     holds_.Increment();
@@ -113,7 +116,8 @@ bool KeyCutover::MayHandle(const kafka::ConsumedRecord& record) {
     holds_.Increment();
     return false;
   }
-  passed_ = true;
+  passed_from_ = keys_from;
+  checked_at_.reset();
   log::Info("key cut-over passed: every record keyed by repository before it is handled",
             {{"keys_from_unix_ms", keys_from}, {"partitions", static_cast<int64_t>(progress->size())}});
   return true;

@@ -12,10 +12,12 @@ using namespace std::chrono_literals;
 constexpr int64_t kFrom = 1'800'000'000'000;  // the switch instant
 const int64_t kBound = kCutoverBound.count();
 
-PartitionProgress At(std::optional<bool> next, std::optional<bool> previous = std::nullopt) {
+PartitionProgress At(std::optional<bool> next, std::optional<bool> previous = std::nullopt, int64_t at = kFrom) {
   PartitionProgress p;
   p.next_ordered = next;
   p.previous_ordered = previous;
+  p.next_timestamp_ms = at;
+  p.previous_timestamp_ms = at;
   return p;
 }
 
@@ -30,6 +32,17 @@ TEST(KeyCutoverTest, APartitionHasPassedWhenTheGroupIsAtAnOrderedRecordOrPastThe
   EXPECT_FALSE(PartitionPassed(At(std::nullopt), kFrom, kFrom));
   EXPECT_TRUE(PartitionPassed(At(std::nullopt), kFrom + kBound, kFrom));
 }
+
+// Ordered, back to repository keys, ordered again: the first switch's
+// ordered records are not this one's.
+TEST(KeyCutoverTest, AnOrderedRecordOfAnEarlierSwitchDoesNotCount) {
+  const int64_t earlier = kFrom - kBound - 1;
+  EXPECT_FALSE(PartitionPassed(At(true, std::nullopt, earlier), kFrom, kFrom));
+  EXPECT_TRUE(PartitionPassed(At(true, std::nullopt, kFrom - kBound), kFrom, kFrom)) << "within the clocks' skew";
+  EXPECT_FALSE(PartitionPassed(At(std::nullopt, true, earlier), kFrom, kFrom));
+  EXPECT_TRUE(PartitionPassed(At(std::nullopt, true, earlier), kFrom + kBound, kFrom));
+}
+
 
 kafka::ConsumedRecord Record(bool ordered, int64_t from = kFrom) {
   kafka::ConsumedRecord r;
@@ -95,6 +108,23 @@ TEST(KeyCutoverTest, TheBoundCountsFromTheRecordsOwnSwitchInstant) {
   EXPECT_FALSE(cutover.MayHandle(Record(true, clock.UnixMillis()))) << "switched just now: old keys may still come";
   clock.Advance(kCutoverBound);
   EXPECT_TRUE(cutover.MayHandle(Record(true, clock.UnixMillis() - kBound)));
+}
+
+TEST(KeyCutoverTest, ALaterSwitchIsCheckedAgain) {
+  FakeClock clock;
+  prometheus::Registry metrics;
+  int reads = 0;
+  KeyCutover cutover(
+      [&]() -> absl::StatusOr<std::map<int32_t, PartitionProgress>> {
+        ++reads;
+        return std::map<int32_t, PartitionProgress>{{0, At(true, std::nullopt, kFrom)}};
+      },
+      &clock, 1s, &metrics);
+  EXPECT_TRUE(cutover.MayHandle(Record(true, kFrom)));
+  EXPECT_TRUE(cutover.MayHandle(Record(true, kFrom - 1))) << "an earlier switch: passed with it";
+  EXPECT_EQ(reads, 1);
+  EXPECT_FALSE(cutover.MayHandle(Record(true, kFrom + 10 * kBound))) << "partition 0 is at the earlier switch's records";
+  EXPECT_EQ(reads, 2);
 }
 
 }  // namespace

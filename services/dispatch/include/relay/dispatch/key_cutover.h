@@ -14,7 +14,11 @@
 // holders sit exactly there, so holders never wait on each other), or it
 // is at the end and the last record is ordered, or it is at the end and no
 // intake can still write repository keys (kCutoverBound after the instant
-// intake switched, relay-keys-from).
+// intake switched, relay-keys-from). An ordered record counts only when it
+// is of this switch: its timestamp at most kCutoverBound before the instant
+// (a deployment switched back to repository keys and then to ordered keys
+// again has older ones in its partitions; set intake.record_keys_from, and
+// leave more than kCutoverBound between the two).
 //
 // What is left: a record with repository keys appended after an ordered one
 // of its partition (an intake whose clock is behind, within the bound) is
@@ -53,6 +57,10 @@ struct PartitionProgress {
   // nullopt: there is none (the end; the start of what is retained).
   std::optional<bool> next_ordered;
   std::optional<bool> previous_ordered;
+  // Those records' Kafka timestamps (ms): an ordered record much older than
+  // the switch is of an earlier one (ordered, rolled back, ordered again).
+  int64_t next_timestamp_ms = 0;
+  int64_t previous_timestamp_ms = 0;
 };
 
 // True when the group has handled every record of the partition keyed by
@@ -78,13 +86,15 @@ class KeyCutover {
   // True when `record` may be handled now: it is keyed by repository, or
   // the cut-over has passed. False: hold its partition there.
   bool MayHandle(const kafka::ConsumedRecord& record);
-  bool passed() const { return passed_; }
+  bool passed() const { return passed_from_.has_value(); }
 
  private:
   ProgressSource progress_;
   const Clock* clock_;
   std::chrono::milliseconds recheck_;
-  bool passed_ = false;
+  // The latest switch instant checked and passed: records of it, or of an
+  // earlier switch, go.
+  std::optional<int64_t> passed_from_;
   std::optional<std::chrono::steady_clock::time_point> checked_at_;
   prometheus::Counter& holds_;
 };
