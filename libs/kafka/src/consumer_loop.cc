@@ -112,6 +112,7 @@ absl::Status LoopConsumer::Deliver(BatchHandler& handler) {
   if (!status.ok()) return RetryLater(batch.records(), status);
   for (const auto& [index, reason] : batch.rejected()) {
     const ConsumedRecord& record = batch.records().at(index);
+    if (batch.IsHeld(record)) continue;  // not handled: it comes again
     Position where{record.topic, record.partition, record.offset};
     // Already dead-lettered by an earlier attempt of this batch.
     if (dead_lettered_positions_.count(where)) continue;
@@ -138,16 +139,29 @@ absl::Status LoopConsumer::Deliver(BatchHandler& handler) {
     return RetryLater(batch.records(), dl);
   }
   std::map<TopicPartition, int64_t> next;
+  size_t handled = 0, rejected = 0, held = 0;
   for (const auto& r : batch.records()) {
+    if (batch.IsHeld(r)) {
+      ++held;
+      continue;
+    }
+    ++handled;
     int64_t& n = next[{r.topic, r.partition}];
     n = std::max(n, r.offset + 1);
   }
+  for (const auto& [index, reason] : batch.rejected()) rejected += batch.IsHeld(batch.records().at(index)) ? 0 : 1;
   for (const auto& [tp, offset] : next) {
     source_->Store(tp, offset);
-    backoff_.erase(tp);
+    if (!batch.held().count(tp)) backoff_.erase(tp);
   }
-  done_.Increment(static_cast<double>(batch.records().size() - batch.rejected().size()));
-  dead_lettered_.Increment(static_cast<double>(batch.rejected().size()));
+  done_.Increment(static_cast<double>(handled - rejected));
+  dead_lettered_.Increment(static_cast<double>(rejected));
+  if (held > 0) {
+    // Its dead letters are written: a held partition's earlier records do
+    // not come again, and its held ones were never dead-lettered.
+    dead_lettered_positions_.clear();
+    return RewindAndPause(batch.held(), held, absl::UnavailableError("held by the handler"), /*failed=*/false);
+  }
   dead_lettered_positions_.clear();  // the batch is stored: it will not come again
   return absl::OkStatus();
 }
@@ -159,6 +173,11 @@ absl::Status LoopConsumer::RetryLater(const std::vector<ConsumedRecord>& records
     if (!inserted) it->second = std::min(it->second, r.offset);
   }
   retried_.Increment(static_cast<double>(records.size()));
+  return RewindAndPause(first, records.size(), why, /*failed=*/true);
+}
+
+absl::Status LoopConsumer::RewindAndPause(const std::map<TopicPartition, int64_t>& first, size_t records,
+                                          const absl::Status& why, bool failed) {
   auto now = Clock::now();
   for (const auto& [tp, offset] : first) {
     // Paused before the seek, so nothing fetched past the record can slip
@@ -178,10 +197,12 @@ absl::Status LoopConsumer::RetryLater(const std::vector<ConsumedRecord>& records
     }
     auto [it, inserted] = backoff_.try_emplace(tp, Backoff{options_.retry_backoff_min, std::nullopt});
     it->second.resume_at = now + it->second.next;
-    log::Warn("record handling failed; partition paused for a retry",
-              {{"topic", tp.topic}, {"partition", tp.partition}, {"offset", offset},
-               {"records", static_cast<int64_t>(records.size())}, {"error", std::string(why.message())},
-               {"backoff_ms", it->second.next.count()}});
+    (failed ? log::Warn : log::Debug)(failed ? "record handling failed; partition paused for a retry"
+                                             : "partition held by the handler; paused for a retry",
+                                      {{"topic", tp.topic}, {"partition", tp.partition}, {"offset", offset},
+                                       {"records", static_cast<int64_t>(records)},
+                                       {"error", std::string(why.message())},
+                                       {"backoff_ms", it->second.next.count()}});
     it->second.next = std::min(it->second.next * 2, options_.retry_backoff_max);
   }
   return absl::OkStatus();

@@ -96,6 +96,10 @@ class LoopConsumer final : public Consumer {
   absl::Status Deliver(BatchHandler& handler);
   // Rewinds and pauses every partition of `records` for its backoff.
   absl::Status RetryLater(const std::vector<ConsumedRecord>& records, const absl::Status& why);
+  // Pauses each partition, rewinds it to its offset and sets its backoff;
+  // `failed`: logged as a failure (else as a hold, Batch::Hold).
+  absl::Status RewindAndPause(const std::map<TopicPartition, int64_t>& first, size_t records, const absl::Status& why,
+                              bool failed);
   absl::Status DeadLetter(const ConsumedRecord& record, const std::string& reason);
   void ResumeDue();
   void OnRevoke(const std::vector<TopicPartition>& revoked);

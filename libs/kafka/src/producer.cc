@@ -570,6 +570,12 @@ void TestRaiseFatalError(Producer* producer) {
   static_cast<KafkaProducer*>(producer)->RaiseFatalForTest();
 }
 
+int32_t KeyPartition(std::string_view key, int32_t partitions) {
+  if (key.empty() || partitions <= 0) return -1;
+  // The topic handle is not used by this partitioner.
+  return rd_kafka_msg_partitioner_consistent(nullptr, key.data(), key.size(), partitions, nullptr, nullptr);
+}
+
 void TestFailRecreations(Producer* producer, int count) {
   static_cast<KafkaProducer*>(producer)->FailRecreationsForTest(count);
 }

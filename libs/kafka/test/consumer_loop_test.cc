@@ -181,6 +181,49 @@ TEST_F(ConsumerLoopTest, RejectedRecordsAreDeadLetteredOnlyAfterTheBatchSucceede
   EXPECT_EQ(*dead[0].FindHeader(kDlqOffsetHeader), "1");
 }
 
+// Batch::Hold: the records before the held one are done and stored (a
+// rejected one dead-lettered); the held one and the rest of its partition
+// come again after a backoff, while other partitions flow.
+TEST_F(ConsumerLoopTest, AHeldPartitionStoresWhatCameBeforeAndComesAgainFromTheHeldRecord) {
+  for (int i = 0; i < 10; ++i) Put(0, "a" + std::to_string(i));
+  for (int i = 0; i < 3; ++i) Put(1, "b" + std::to_string(i));
+  auto consumer = testing::NewFakeConsumer(&broker_, Options(), &dlq_);
+  BatchOptions bo;
+  bo.max_wait = 20ms;
+  std::mutex mu;
+  std::vector<std::string> handed;  // every value, every time it was handed over
+  int holds = 2;                    // partition 0 is held at a5 twice, then goes on
+  RunUntil(
+      *consumer,
+      [&] {
+        return consumer->RunBatches(bo, [&](Batch& b) {
+          std::lock_guard lock(mu);
+          for (size_t i = 0; i < b.records().size(); ++i) {
+            const auto& r = b.records()[i];
+            handed.push_back(r.value);
+            if (r.value == "a2") b.Reject(i, "poison before the hold");
+            if (r.value == "a7") b.Reject(i, "poison after the hold");
+            if (r.value == "a5" && holds > 0) {
+              --holds;
+              b.Hold(i);
+            }
+          }
+          return absl::OkStatus();
+        });
+      },
+      [&] { return Committed(0) == 10 && Committed(1) == 3; });
+  auto count = [&](const std::string& v) { return std::count(handed.begin(), handed.end(), v); };
+  EXPECT_EQ(count("a0"), 1) << "stored before the hold: not handed over again";
+  EXPECT_EQ(count("a4"), 1);
+  EXPECT_EQ(count("a5"), 3) << "held twice, then handled";
+  EXPECT_EQ(count("a9"), 3);
+  EXPECT_EQ(count("b0"), 1) << "another partition is not held";
+  auto dead = broker_.All(std::string(kTopic) + ".dlq");
+  ASSERT_EQ(dead.size(), 2u) << "a2 once (before the hold), a7 once (only when it was handled)";
+  EXPECT_EQ(dead[0].value, "a2");
+  EXPECT_EQ(dead[1].value, "a7");
+}
+
 TEST_F(ConsumerLoopTest, OnlyPoisonErrorDeadLettersAHandlersOwnFailureIsRetried) {
   Put(0, "input");
   auto consumer = testing::NewFakeConsumer(&broker_, Options(), &dlq_);

@@ -15,6 +15,7 @@
 #include "relay/base/log.h"
 #include "relay/base/random.h"
 #include "relay/base/status.h"
+#include "relay/dispatch/key_cutover.h"
 #include "relay/dispatch/ledger.h"
 #include "relay/dispatch/replay_guard.h"
 #include "relay/github/api.h"
@@ -217,6 +218,9 @@ class DispatchService final : public service::Service {
     RELAY_ASSIGN_OR_RETURN(kafka::TopicDescription ledger_topic, admin->DescribeTopic(s.topics.ledger, 10s));
     RELAY_ASSIGN_OR_RETURN(ledger_retention_ms_, RetentionMs(ledger_topic));
     label_facts_table_ = std::make_unique<LabelFacts>(s.topics.labels, reader_.get());
+    // Read-only: the ledgers of partitions records had under repository keys.
+    old_key_ledger_ = std::make_unique<Ledger>(s.topics.ledger, ledger_partitions, producer_.get(), reader_.get(), clock_);
+    RELAY_ASSIGN_OR_RETURN(webhook_partitions_, reader_->Partitions(s.topics.webhooks));
     // One budget for every instance: grants decided on dispatch.budget.
     SharedBudgetOptions bo;
     bo.bootstrap = s.kafka.bootstrap;
@@ -260,6 +264,8 @@ class DispatchService final : public service::Service {
         metrics);
     RELAY_RETURN_IF_ERROR(reconciler_->Start());
 
+    cutover_ = std::make_unique<KeyCutover>(KafkaProgress(s.kafka.bootstrap, s.topics.webhooks, s.group_id), clock_,
+                                            1s, &metrics);
     kafka::ConsumerOptions co = service::GroupOptions(s.kafka, s.group_id, {s.topics.webhooks, s.topics.requests});
     // A batch waits batch_wait for its writes before it is retried: the
     // consumer's own backoff on top of that stays short.
@@ -326,8 +332,16 @@ class DispatchService final : public service::Service {
     HoldBatchStarts(batch);
     std::vector<std::shared_ptr<InFlight>> waits;
     std::vector<RecordPlan*> facts;
+    // The key cut-over (key_cutover.h): a record keyed the new way waits,
+    // with the rest of its partition, until every record keyed the old way
+    // before it is handled, in every partition.
     for (size_t i = 0; i < batch.records().size(); ++i) {
       const kafka::ConsumedRecord& rec = batch.records()[i];
+      if (rec.topic == settings_.topics.webhooks && !batch.IsHeld(rec) && !cutover_->MayHandle(rec)) batch.Hold(i);
+    }
+    for (size_t i = 0; i < batch.records().size(); ++i) {
+      const kafka::ConsumedRecord& rec = batch.records()[i];
+      if (batch.IsHeld(rec)) continue;
       TopicPartition input{rec.topic, rec.partition};
       Position where{rec.topic, rec.partition, rec.offset};
       // A record of a batch that comes again keeps the plan it got the
@@ -361,6 +375,13 @@ class DispatchService final : public service::Service {
       std::vector<v1::GitHubRequest> requests = plan.requests;
       for (auto& request : requests) {
         auto state = ledger_->Get(input, request.id());
+        if (state == v1::LedgerEntry::STATE_UNSPECIFIED && plan.old_key_partition >= 0) {
+          RELAY_ASSIGN_OR_RETURN(auto before, OldKeyState(plan.old_key_partition, request.id()));
+          if (before != v1::LedgerEntry::STATE_UNSPECIFIED) {
+            skipped_.Increment();
+            continue;
+          }
+        }
         bool retry_failed = redrive && state == v1::LedgerEntry::FAILED && plan.redriven.insert(request.id()).second;
         if (state == v1::LedgerEntry::DONE || state == v1::LedgerEntry::SUPERSEDED ||
             (state == v1::LedgerEntry::FAILED && !retry_failed)) {
@@ -400,7 +421,7 @@ class DispatchService final : public service::Service {
     // group moved back) is a replay, and asks for nothing new.
     std::map<TopicPartition, int64_t> handled;
     for (const auto& rec : batch.records()) {
-      if (rec.topic != settings_.topics.webhooks) continue;
+      if (rec.topic != settings_.topics.webhooks || batch.IsHeld(rec)) continue;
       int64_t& next = handled[{rec.topic, rec.partition}];
       next = std::max(next, rec.offset + 1);
     }
@@ -446,7 +467,27 @@ class DispatchService final : public service::Service {
     bool labels_sent = false;  // acked: a batch that comes again does not send it again
     std::string poison;  // set: the record goes to the DLQ with this reason
     std::set<std::string> redriven;  // request ids retried for this redriven record
+    // Keyed the new way: the partition its repository key gave it before
+    // the cut-over, when another (-1: none).
+    int32_t old_key_partition = -1;
   };
+
+  // A write's state in the ledger of the partition a delivery had under
+  // repository keys (key_cutover.h): the same delivery recorded under both
+  // keys (redelivered by hand across the cut-over) is made once. Read once a
+  // partition, after the cut-over passed (those entries are final then; one
+  // left STARTED is its own partition's owner's to repeat). STARTED, DONE
+  // or FAILED there: skipped here.
+  absl::StatusOr<v1::LedgerEntry::State> OldKeyState(int32_t partition, const std::string& id) {
+    TopicPartition old{settings_.topics.webhooks, partition};
+    if (old_key_loaded_.insert(partition).second) {
+      if (absl::Status loaded = old_key_ledger_->Load({old}); !loaded.ok()) {
+        old_key_loaded_.erase(partition);
+        return loaded;
+      }
+    }
+    return old_key_ledger_->Get(old, id);
+  }
   absl::StatusOr<RecordPlan> PlanRecord(const kafka::ConsumedRecord& rec, const allowlist::Allowlist& list) {
     RecordPlan out;
     if (rec.topic == settings_.topics.webhooks) {
@@ -472,6 +513,10 @@ class DispatchService final : public service::Service {
       }
       out.requests = std::move(plan->requests);
       for (const auto& [repo, reason] : plan->filtered) filtered_.Add({{"reason", reason}}).Increment();
+      if (int64_t from = 0; HasOrderedKeys(rec, &from)) {
+        int32_t old = kafka::KeyPartition(webhook.repository(), webhook_partitions_);
+        out.old_key_partition = old != rec.partition ? old : -1;
+      }
       if (plan->labels) {
         const auto& l = *plan->labels;
         bool newer = label_facts_table_->Offer(l);
@@ -771,6 +816,10 @@ class DispatchService final : public service::Service {
   std::unique_ptr<kafka::Producer> producer_;
   std::unique_ptr<kafka::TopicReader> reader_;
   std::unique_ptr<Ledger> ledger_;
+  std::unique_ptr<KeyCutover> cutover_;  // the consuming thread's
+  std::unique_ptr<Ledger> old_key_ledger_;  // read-only (OldKeyState); the consuming thread's
+  std::set<int32_t> old_key_loaded_;
+  int webhook_partitions_ = 0;
   int64_t ledger_retention_ms_ = 0;  // dispatch.ledger's, read at start (0: kept forever)
   std::unique_ptr<LabelFacts> label_facts_table_;
   std::unique_ptr<SharedBudget> budget_;

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "absl/time/time.h"
 #include "relay/base/log.h"
 #include "relay/base/status.h"
 #include "relay/intake/delivery_dedup.h"
@@ -134,6 +135,22 @@ absl::StatusOr<IntakeSettings> LoadSettings(Config& config, const service::Commo
   // limit leaves room for the batch around it.
   s.kafka.message_max_bytes = static_cast<int64_t>(s.max_body) + kEnvelopeAllowance + 1024 * 1024;
   s.webhook.topic = config.String("intake.topic", "github.webhooks");
+  // Today's keys unless asked: changing them under a running deployment
+  // moves a repository's events between partitions (the cut-over:
+  // docs/architecture.md, "Topics").
+  if (std::string keys = config.String("intake.record_keys", "repository");
+      !github::ParseWebhookKeys(keys, &s.webhook.keys)) {
+    config.Fail("intake.record_keys", "must be repository or ordered, not \"" + keys + "\"");
+  }
+  if (std::string from = config.String("intake.record_keys_from", ""); !from.empty()) {
+    absl::Time t;
+    std::string err;
+    if (!absl::ParseTime(absl::RFC3339_full, from, &t, &err)) {
+      config.Fail("intake.record_keys_from", "not an RFC 3339 time (2026-12-01T06:00:00Z): " + err);
+    } else {
+      s.webhook.keys_from_unix_ms = absl::ToUnixMillis(t);
+    }
+  }
   s.webhook.secrets = config.StringList("intake.webhook_secrets");
   std::string secrets_file = config.String("intake.webhook_secrets_file", "");
   if (!secrets_file.empty()) {

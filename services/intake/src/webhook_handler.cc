@@ -9,6 +9,7 @@
 #include "relay/base/json_fields.h"
 #include "relay/base/digest.h"
 #include "relay/base/log.h"
+#include "relay/github/webhook_key.h"
 #include "relay/v1/webhook.pb.h"
 
 namespace relay::intake {
@@ -52,7 +53,34 @@ struct PayloadFacts {
   std::string repository;
   int64_t repository_id = 0;
   int64_t installation_id = 0;
+  // What the record's key may need (relay/github/webhook_key.h).
+  int64_t number = 0;
+  std::string ref;
+  std::string sha;
+  int64_t object_id = 0;
 };
+
+// A positive integer field of `o`, or 0.
+int64_t PositiveInt(simdjson::dom::object o, std::string_view field) {
+  int64_t v = 0;
+  return o[field].get(v) == simdjson::SUCCESS && v > 0 ? v : 0;
+}
+
+// The fields the ordered keys use: the PR's or issue's number, a push's
+// ref, a status's sha, a workflow or check object's id.
+void ReadKeyFacts(simdjson::dom::object root, std::string_view event, PayloadFacts* facts) {
+  simdjson::dom::object o;
+  for (const char* holder : {"pull_request", "issue"}) {
+    if (root[holder].get(o) == simdjson::SUCCESS && (facts->number = PositiveInt(o, "number")) > 0) break;
+  }
+  if (facts->number == 0) facts->number = PositiveInt(root, "number");
+  std::string_view text;
+  if (event == "push" && root["ref"].get(text) == simdjson::SUCCESS) facts->ref = text;
+  if (event == "status" && root["sha"].get(text) == simdjson::SUCCESS) facts->sha = text;
+  if (std::string_view object = github::KeyObjectOf(event); !object.empty() && root[object].get(o) == simdjson::SUCCESS) {
+    facts->object_id = PositiveInt(o, "id");
+  }
+}
 
 // Documents up to this size are parsed by the thread's own parser, which
 // keeps its buffers (about 7x the document) for the next one. A larger one
@@ -60,7 +88,7 @@ struct PayloadFacts {
 // ~175 MB per I/O thread behind for the life of the process.
 constexpr size_t kThreadParserMaxBytes = 1024 * 1024;
 
-bool ParseWith(simdjson::dom::parser& parser, std::string_view json, PayloadFacts* facts) {
+bool ParseWith(simdjson::dom::parser& parser, std::string_view json, std::string_view event, PayloadFacts* facts) {
   simdjson::dom::element doc;
   if (parser.parse(json.data(), json.size()).get(doc) != simdjson::SUCCESS) return false;
   simdjson::dom::object root;
@@ -78,6 +106,7 @@ bool ParseWith(simdjson::dom::parser& parser, std::string_view json, PayloadFact
   if (root["installation"].get(inst) == simdjson::SUCCESS && inst["id"].get(id) == simdjson::SUCCESS) {
     facts->installation_id = id;
   }
+  ReadKeyFacts(root, event, facts);
   return true;
 }
 
@@ -89,12 +118,12 @@ simdjson::dom::parser& ThreadParser() {
   return parser;
 }
 
-bool ParsePayload(std::string_view json, PayloadFacts* facts) {
+bool ParsePayload(std::string_view json, std::string_view event, PayloadFacts* facts) {
   if (json.size() > kThreadParserMaxBytes) {
     simdjson::dom::parser once;
-    return ParseWith(once, json, facts);
+    return ParseWith(once, json, event, facts);
   }
-  return ParseWith(ThreadParser(), json, facts);
+  return ParseWith(ThreadParser(), json, event, facts);
 }
 
 // Indexed by WebhookHandler::Outcome.
@@ -156,7 +185,7 @@ WebhookHandler::Validated WebhookHandler::Validate(http::Request& request) {
     return v;
   }
   PayloadFacts facts;
-  if (!ParsePayload(json, &facts)) {
+  if (!ParsePayload(json, event, &facts)) {
     v.error = Reject(400, kBadBody, "body is not a JSON object");
     return v;
   }
@@ -185,14 +214,22 @@ WebhookHandler::Validated WebhookHandler::Validate(http::Request& request) {
   v.ok = true;
   v.delivery_id = std::string(delivery);
   v.record.topic = options_.topic;
-  // Per-repository ordering: every event of a repository lands in one
-  // partition. Events without a repository (ping of an org hook, app events)
-  // spread by delivery id.
-  v.record.key = facts.repository.empty() ? v.delivery_id : facts.repository;
+  // The key decides which records keep their order (one partition each):
+  // the rules, per scheme, are in relay/github/webhook_key.h. Ordered keys
+  // from the configured instant only, decided by intake's receive time.
+  const bool ordered =
+      options_.keys == github::WebhookKeys::kOrdered && record.received_at_unix_ms() >= options_.keys_from_unix_ms;
+  v.record.key = github::WebhookKey(ordered ? github::WebhookKeys::kOrdered : github::WebhookKeys::kRepository,
+                                    {event, facts.repository, facts.number, facts.ref, facts.sha, facts.object_id},
+                                    v.delivery_id);
   v.record.value = record.SerializeAsString();
   v.record.headers = {{kafka::kSchemaHeader, kWebhookSchema},
                       {kafka::kDeliveryHeader, v.delivery_id},
                       {"relay-event", std::string(event)}};
+  if (ordered) {
+    v.record.headers.push_back({github::kWebhookKeysHeader, github::kOrderedKeysVersion});
+    v.record.headers.push_back({github::kWebhookKeysFromHeader, std::to_string(options_.keys_from_unix_ms)});
+  }
   return v;
 }
 

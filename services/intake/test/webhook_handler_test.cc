@@ -117,6 +117,76 @@ TEST_F(WebhookHandlerTest, EventWithoutRepositoryIsKeyedByDeliveryId) {
   EXPECT_EQ(v.record.key, "ping-1");
 }
 
+std::string HeaderOf(const kafka::Record& r, const std::string& name) {
+  for (const auto& [k, v] : r.headers) {
+    if (k == name) return v;
+  }
+  return "<none>";
+}
+
+TEST_F(WebhookHandlerTest, RepositoryKeysAreTheDefaultAndCarryNoKeysHeader) {
+  FakeProducer producer;
+  WebhookHandler handler({{kSecret}, "github.webhooks", ""}, &producer, &dedup_, &clock_, &registry_);
+  auto v = ValidateCopy(handler, SignedRequest(R"({"number":7,"repository":{"full_name":"Octo/Repo"}})"));
+  ASSERT_TRUE(v.ok);
+  EXPECT_EQ(v.record.key, "Octo/Repo");  // as received: a running deployment's partitions stay
+  EXPECT_EQ(HeaderOf(v.record, "relay-keys"), "<none>");
+}
+
+// The payload's own fields decide the key under intake.record_keys: ordered.
+TEST_F(WebhookHandlerTest, OrderedKeysComeFromEachEventsPayload) {
+  FakeProducer producer;
+  WebhookOptions options{{kSecret}, "github.webhooks", ""};
+  options.keys = github::WebhookKeys::kOrdered;
+  WebhookHandler handler(options, &producer, &dedup_, &clock_, &registry_);
+  struct Case {
+    const char* event;
+    const char* body;
+    const char* key;
+  } cases[] = {
+      {"pull_request", R"({"action":"labeled","number":7,"pull_request":{"number":7},"repository":{"full_name":"Octo/Repo"}})",
+       "octo/repo#7"},
+      {"issue_comment", R"({"action":"created","issue":{"number":7,"pull_request":{}},"repository":{"full_name":"octo/repo"}})",
+       "octo/repo#7"},
+      {"pull_request_review", R"({"pull_request":{"number":8},"repository":{"full_name":"octo/repo"}})", "octo/repo#8"},
+      {"push", R"({"ref":"refs/heads/main","repository":{"full_name":"octo/repo"}})", "octo/repo@refs/heads/main"},
+      {"workflow_job", R"({"action":"queued","workflow_job":{"id":5001,"run_id":77},"repository":{"full_name":"octo/repo"}})",
+       "octo/repo/job:5001"},
+      {"workflow_run", R"({"workflow_run":{"id":77},"repository":{"full_name":"octo/repo"}})", "octo/repo/run:77"},
+      {"check_run", R"({"check_run":{"id":9},"repository":{"full_name":"octo/repo"}})", "octo/repo/check_run:9"},
+      {"status", R"({"sha":"abc123","repository":{"full_name":"octo/repo"}})", "octo/repo@abc123"},
+      {"release", R"({"release":{"id":3},"repository":{"full_name":"octo/repo"}})", "octo/repo"},
+      {"pull_request", R"({"pull_request":{"number":"seven"},"repository":{"full_name":"octo/repo"}})", "octo/repo"},
+      {"ping", R"({"zen":"Keep it simple."})", "d-1"},
+  };
+  for (const Case& c : cases) {
+    auto v = ValidateCopy(handler, SignedRequest(c.body, "d-1", c.event));
+    ASSERT_TRUE(v.ok) << c.event;
+    EXPECT_EQ(v.record.key, c.key) << c.event << " " << c.body;
+    EXPECT_EQ(HeaderOf(v.record, "relay-keys"), "2") << c.event;
+    EXPECT_EQ(HeaderOf(v.record, "relay-keys-from"), "0") << c.event;
+  }
+}
+
+// intake.record_keys_from: every replica switches at one instant.
+TEST_F(WebhookHandlerTest, OrderedKeysStartAtTheConfiguredInstant) {
+  FakeProducer producer;
+  WebhookOptions options{{kSecret}, "github.webhooks", ""};
+  options.keys = github::WebhookKeys::kOrdered;
+  options.keys_from_unix_ms = clock_.UnixMillis() + 1000;
+  WebhookHandler handler(options, &producer, &dedup_, &clock_, &registry_);
+  const char* body = R"({"number":7,"pull_request":{"number":7},"repository":{"full_name":"Octo/Repo"}})";
+  auto before = ValidateCopy(handler, SignedRequest(body));
+  ASSERT_TRUE(before.ok);
+  EXPECT_EQ(before.record.key, "Octo/Repo");
+  EXPECT_EQ(HeaderOf(before.record, "relay-keys"), "<none>");
+  clock_.Advance(std::chrono::seconds(1));
+  auto at = ValidateCopy(handler, SignedRequest(body));
+  ASSERT_TRUE(at.ok);
+  EXPECT_EQ(at.record.key, "octo/repo#7");
+  EXPECT_EQ(HeaderOf(at.record, "relay-keys-from"), std::to_string(options.keys_from_unix_ms));
+}
+
 TEST_F(WebhookHandlerTest, RejectsEachBadInputWithItsStatusAndCounter) {
   FakeProducer producer;
   WebhookHandler handler({{kSecret}, "github.webhooks", ""}, &producer, &dedup_, &clock_, &registry_);

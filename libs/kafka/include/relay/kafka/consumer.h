@@ -46,14 +46,33 @@ class Batch {
   // the dead-letter topic with `reason` (and counts as done).
   void Reject(size_t index, std::string reason) { rejected_.emplace_back(index, std::move(reason)); }
   const std::vector<std::pair<size_t, std::string>>& rejected() const { return rejected_; }
+  // Holds records()[index] and every later record of its partition: they
+  // were not handled (the handler waits for something outside the
+  // partition). Once the handler returns OK, the partition's records before
+  // it are done (stored; rejected ones dead-lettered), and the partition is
+  // rewound to it and paused for a backoff, as after an error, so it comes
+  // again. Without OK, Hold changes nothing (the whole batch comes again).
+  void Hold(size_t index) {
+    const ConsumedRecord& r = records_.at(index);
+    auto [it, added] = held_.try_emplace({r.topic, r.partition}, r.offset);
+    if (!added) it->second = std::min(it->second, r.offset);
+  }
+  // Partition -> the offset it is held at.
+  const std::map<TopicPartition, int64_t>& held() const { return held_; }
+  bool IsHeld(const ConsumedRecord& r) const {
+    auto it = held_.find({r.topic, r.partition});
+    return it != held_.end() && r.offset >= it->second;
+  }
 
  private:
   std::vector<ConsumedRecord> records_;
   std::vector<std::pair<size_t, std::string>> rejected_;
+  std::map<TopicPartition, int64_t> held_;
 };
 
-// OK: the effect of every record not rejected is done; rejected records are
-// dead-lettered, then every offset of the batch is stored. Any error: nothing
+// OK: the effect of every record not rejected (nor held: Batch::Hold) is
+// done; rejected records are dead-lettered, then every offset of the batch
+// is stored (a held partition's up to the record it is held at). Any error: nothing
 // is stored, every partition of the batch is rewound to its first record in
 // the batch and paused for a backoff, and the records come again (the effect
 // must therefore be idempotent).

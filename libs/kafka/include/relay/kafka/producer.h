@@ -85,6 +85,12 @@ class Ack {
   std::shared_ptr<State> state_;
 };
 
+// The partition (of `partitions`) relay's producers put a record keyed
+// `key` in, when the record names none: librdkafka's default partitioner
+// (consistent_random: CRC-32 of the key). -1 for an empty key (spread at
+// random).
+int32_t KeyPartition(std::string_view key, int32_t partitions);
+
 // Send, then wait for the acknowledgement (Ack::Wait): the one way relay
 // sends a record and blocks until it is durable. OK, or the delivery's error.
 absl::Status SendAndWait(Producer& producer, Record record,

@@ -25,6 +25,7 @@
 #include "prometheus/counter.h"
 #include "prometheus/registry.h"
 #include "relay/base/clock.h"
+#include "relay/github/webhook_key.h"
 #include "relay/github/webhook_signature.h"
 #include "relay/http/server.h"
 #include "relay/intake/delivery_dedup.h"
@@ -41,6 +42,12 @@ struct WebhookOptions {
   // How long a permanent refusal by Kafka keeps readiness failed, unless a
   // record is accepted sooner.
   std::chrono::milliseconds refusal_window{30'000};
+  // How records are keyed (intake.record_keys; relay/github/webhook_key.h).
+  github::WebhookKeys keys = github::WebhookKeys::kRepository;
+  // With kOrdered: records received before this instant (unix ms; 0: none)
+  // keep repository keys, so every replica switches at the same moment
+  // (intake.record_keys_from; the cut-over: docs/architecture.md, "Topics").
+  int64_t keys_from_unix_ms = 0;
 };
 
 class WebhookHandler {
