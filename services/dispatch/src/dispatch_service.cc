@@ -16,6 +16,7 @@
 #include "relay/base/random.h"
 #include "relay/base/status.h"
 #include "relay/dispatch/key_cutover.h"
+#include "dispatch_metrics.h"
 #include "relay/dispatch/ledger.h"
 #include "relay/dispatch/replay_guard.h"
 #include "relay/github/api.h"
@@ -95,86 +96,7 @@ class DispatchService final : public service::Service {
   DispatchService(DispatchSettings settings, service::Runtime& runtime)
       : settings_(std::move(settings)),
         clock_(&runtime.clock()),
-        events_(prometheus::BuildCounter()
-                    .Name("relay_dispatch_events_total")
-                    .Help("Upstream webhook records by event and outcome (relayed, ignored, poison)")
-                    .Register(runtime.metrics())),
-        dispatches_(prometheus::BuildCounter()
-                        .Name("relay_dispatch_dispatches_total")
-                        .Help("repository_dispatch events GitHub accepted, by downstream level")
-                        .Register(runtime.metrics())),
-        writes_(prometheus::BuildCounter()
-                    .Name("relay_github_writes_total")
-                    .Help("GitHub writes finished, by kind and result (done, no_op, dead_lettered)")
-                    .Register(runtime.metrics())),
-        dead_letters_(prometheus::BuildCounter()
-                          .Name("relay_github_dead_letters_total")
-                          .Help("GitHub writes sent to github.requests.dlq, by reason: app_not_installed (the "
-                                "installation lookup answered 404) apart from every other permanent failure")
-                          .Register(runtime.metrics())),
-        requests_refused_(prometheus::BuildCounter()
-                              .Name("relay_dispatch_requests_refused_total")
-                              .Help("github.requests records refused (undecodable, a target or value relay never "
-                                    "asks for); each goes to github.requests.dlq with the reason")
-                              .Register(runtime.metrics())
-                              .Add({})),
-        revoked_in_doubt_(prometheus::BuildCounter()
-                              .Name("relay_dispatch_revoked_in_doubt_total")
-                              .Help("Started writes still running when their partition moved to another member "
-                                    "(dispatch.revoke_wait): the next owner makes them again, marked repeated")
-                              .Register(runtime.metrics())
-                              .Add({})),
-        uncertain_(prometheus::BuildCounter()
-                       .Name("relay_github_uncertain_retries_total")
-                       .Help("Writes retried after an attempt that may have reached GitHub (timeout or reset after "
-                             "sending, 502/504): GitHub may have taken them twice")
-                       .Register(runtime.metrics())
-                       .Add({})),
-        repeats_(prometheus::BuildCounter()
-                     .Name("relay_dispatch_repeats_total")
-                     .Help("Writes made again after a restart because they were in flight at a crash")
-                     .Register(runtime.metrics())
-                     .Add({})),
-        skipped_(prometheus::BuildCounter()
-                     .Name("relay_dispatch_replays_skipped_total")
-                     .Help("Writes asked for again (replay, restart, retry) that the ledger shows done")
-                     .Register(runtime.metrics())
-                     .Add({})),
-        not_fresh_(prometheus::BuildCounter()
-                       .Name("relay_dispatch_writes_skipped_total")
-                       .Help("GitHub writes a webhook record asked for and did not get, by reason: replayed (a "
-                             "relayctl replay's copy), read_again (below the offset its partition was handled "
-                             "through: a group moved back), stale (older than the ledger remembers)")
-                       .Register(runtime.metrics())),
-        filtered_(prometheus::BuildCounter()
-                      .Name("relay_dispatch_writes_filtered_total")
-                      .Help("Dispatches not made because the downstream repository's subscription (allowlist) "
-                            "does not ask for them, by reason: event (not this event or action), label (the PR "
-                            "carries none of its labels)")
-                      .Register(runtime.metrics())),
-        label_facts_(prometheus::BuildCounter()
-                         .Name("relay_dispatch_label_facts_total")
-                         .Help("relay.pr_labels facts of webhook records, by result: published, older (not newer "
-                               "by event time than the PR's last fact), or not published because the record was "
-                               "replayed, read_again or stale")
-                         .Register(runtime.metrics())),
-        budget_gauge_(prometheus::BuildGauge()
-                          .Name("relay_github_budget_writes_left")
-                          .Help("Content-creating writes left in the current budget window")
-                          .Register(runtime.metrics())
-                          .Add({})),
-        rate_remaining_(prometheus::BuildGauge()
-                            .Name("relay_github_rate_limit_remaining")
-                            .Help("X-RateLimit-Remaining last seen, by installation")
-                            .Register(runtime.metrics())) {
-    for (const char* l : {"L1", "L2", "L3", "L4"}) dispatches_.Add({{"level", l}});
-    for (const char* r : {"app_not_installed", "failed"}) dead_letters_.Add({{"reason", r}});
-    for (const char* r : {"replayed", "read_again", "stale"}) {
-      not_fresh_.Add({{"reason", r}});
-      label_facts_.Add({{"result", r}});
-    }
-    for (const char* r : {"published", "older"}) label_facts_.Add({{"result", r}});
-  }
+        m_(runtime.metrics()) {}
 
  public:
   // Called once, by service::Wired (Start): clients, routes, checks, tasks.
@@ -219,7 +141,8 @@ class DispatchService final : public service::Service {
     RELAY_ASSIGN_OR_RETURN(ledger_retention_ms_, RetentionMs(ledger_topic));
     label_facts_table_ = std::make_unique<LabelFacts>(s.topics.labels, reader_.get());
     // Read-only: the ledgers of partitions records had under repository keys.
-    old_key_ledger_ = std::make_unique<Ledger>(s.topics.ledger, ledger_partitions, producer_.get(), reader_.get(), clock_);
+    old_key_ledger_ = std::make_unique<Ledger>(s.topics.ledger, ledger_partitions, producer_.get(), producer_.get(),
+                                               reader_.get(), clock_);
     RELAY_ASSIGN_OR_RETURN(webhook_partitions_, reader_->Partitions(s.topics.webhooks));
     // One budget for every instance: grants decided on dispatch.budget.
     SharedBudgetOptions bo;
@@ -290,7 +213,7 @@ class DispatchService final : public service::Service {
     }
     runtime.AddReadinessCheck("budget", [b = budget_.get()] { return b->Health(); });
     runtime.Every(s.allowlist_reload, [this] { (void)allowlist_->Refresh(); });
-    runtime.Every(1s, [this] { budget_gauge_.Set(static_cast<double>(budget_->WritesLeftInWindow())); });
+    runtime.Every(1s, [this] { m_.budget_gauge.Set(static_cast<double>(budget_->WritesLeftInWindow())); });
 
     kafka::BatchOptions batches;
     batches.max_records = s.batch_records;
@@ -378,21 +301,21 @@ class DispatchService final : public service::Service {
         if (state == v1::LedgerEntry::STATE_UNSPECIFIED && plan.old_key_partition >= 0) {
           RELAY_ASSIGN_OR_RETURN(auto before, OldKeyState(plan.old_key_partition, request.id()));
           if (before != v1::LedgerEntry::STATE_UNSPECIFIED) {
-            skipped_.Increment();
+            m_.skipped.Increment();
             continue;
           }
         }
         bool retry_failed = redrive && state == v1::LedgerEntry::FAILED && plan.redriven.insert(request.id()).second;
         if (state == v1::LedgerEntry::DONE || state == v1::LedgerEntry::SUPERSEDED ||
             (state == v1::LedgerEntry::FAILED && !retry_failed)) {
-          skipped_.Increment();
+          m_.skipped.Increment();
           continue;
         }
         if (auto job = Track(input, std::move(request), state == v1::LedgerEntry::STARTED, retry_failed,
                              redrive ? *rec.FindHeader(kafka::kRedrivenFromHeader) : std::string())) {
           waits.push_back(std::move(job));
         } else {
-          skipped_.Increment();
+          m_.skipped.Increment();
         }
       }
     }
@@ -493,26 +416,26 @@ class DispatchService final : public service::Service {
     if (rec.topic == settings_.topics.webhooks) {
       v1::WebhookRecord webhook;
       if (!webhook.ParseFromString(rec.value)) {
-        events_.Add({{"event", "undecodable"}, {"outcome", "poison"}}).Increment();
+        m_.events.Add({{"event", "undecodable"}, {"outcome", "poison"}}).Increment();
         return absl::InvalidArgumentError("not a relay.v1.WebhookRecord");
       }
       auto plan = PlanWebhook(webhook, list, *keys_, settings_.planner, clock_->UnixMillis());
       if (!plan.ok()) {
-        events_.Add({{"event", webhook.event()}, {"outcome", "poison"}}).Increment();
+        m_.events.Add({{"event", webhook.event()}, {"outcome", "poison"}}).Increment();
         return plan.status();
       }
-      events_.Add({{"event", webhook.event()}, {"outcome", plan->ignored.empty() ? "relayed" : "ignored"}}).Increment();
+      m_.events.Add({{"event", webhook.event()}, {"outcome", plan->ignored.empty() ? "relayed" : "ignored"}}).Increment();
       std::string detail;
       std::string why = NotFresh(rec, webhook.received_at_unix_ms(), ledger_->HandledThrough({rec.topic, rec.partition}),
                                  clock_->UnixMillis(), ledger_retention_ms_, &detail);
       if (!why.empty()) {
         if (!detail.empty()) log::Warn("webhook record not acted on", {{"delivery_id", webhook.delivery_id()}, {"reason", detail}});
-        if (!plan->requests.empty()) not_fresh_.Add({{"reason", why}}).Increment(static_cast<double>(plan->requests.size()));
-        if (plan->labels) label_facts_.Add({{"result", why}}).Increment();
+        if (!plan->requests.empty()) m_.not_fresh.Add({{"reason", why}}).Increment(static_cast<double>(plan->requests.size()));
+        if (plan->labels) m_.label_facts.Add({{"result", why}}).Increment();
         return out;
       }
       out.requests = std::move(plan->requests);
-      for (const auto& [repo, reason] : plan->filtered) filtered_.Add({{"reason", reason}}).Increment();
+      for (const auto& [repo, reason] : plan->filtered) m_.filtered.Add({{"reason", reason}}).Increment();
       if (int64_t from = 0; HasOrderedKeys(rec, &from)) {
         int32_t old = kafka::KeyPartition(webhook.repository(), webhook_partitions_);
         out.old_key_partition = old != rec.partition ? old : -1;
@@ -520,7 +443,7 @@ class DispatchService final : public service::Service {
       if (plan->labels) {
         const auto& l = *plan->labels;
         bool newer = label_facts_table_->Offer(l);
-        label_facts_.Add({{"result", newer ? "published" : "older"}}).Increment();
+        m_.label_facts.Add({{"result", newer ? "published" : "older"}}).Increment();
         if (newer) {
           out.labels = kafka::MessageRecord(settings_.topics.labels, l.upstream_repo() + "#" + std::to_string(l.number()),
                                             l, l.delivery_id());
@@ -530,11 +453,11 @@ class DispatchService final : public service::Service {
     }
     v1::GitHubRequest request;
     if (!request.ParseFromString(rec.value)) {
-      requests_refused_.Increment();
+      m_.requests_refused.Increment();
       return absl::InvalidArgumentError("not a relay.v1.GitHubRequest");
     }
     if (absl::Status valid = ValidateRequest(request, list, settings_.planner); !valid.ok()) {
-      requests_refused_.Increment();
+      m_.requests_refused.Increment();
       log::Warn("github.requests record refused", {{"request_id", request.id()}, {"repo", request.repo()},
                                                    {"reason", std::string(valid.message())}});
       return valid;
@@ -607,7 +530,7 @@ class DispatchService final : public service::Service {
                    {"revoke_wait_ms", settings_.revoke_wait.count()}});
       }
     }
-    if (unfinished > 0) revoked_in_doubt_.Increment(static_cast<double>(unfinished));
+    if (unfinished > 0) m_.revoked_in_doubt.Increment(static_cast<double>(unfinished));
     {
       std::lock_guard lock(fence_mu_);
       for (const auto& tp : tps) batch_starts_.erase(tp);
@@ -651,17 +574,17 @@ class DispatchService final : public service::Service {
                               : result.kind == JobResult::Kind::kNoOp ? "no_op"
                               : superseded                            ? "superseded"
                                                                       : "dead_lettered";
-    writes_.Add({{"kind", kind}, {"result", result_name}}).Increment();
-    if (!ok) dead_letters_.Add({{"reason", result.not_installed ? "app_not_installed" : "failed"}}).Increment();
-    if (job->repeated && !superseded) repeats_.Increment();
-    if (result.uncertain_retry) uncertain_.Increment();
+    m_.writes.Add({{"kind", kind}, {"result", result_name}}).Increment();
+    if (!ok) m_.dead_letters.Add({{"reason", result.not_installed ? "app_not_installed" : "failed"}}).Increment();
+    if (job->repeated && !superseded) m_.repeats.Increment();
+    if (result.uncertain_retry) m_.uncertain.Increment();
     if (result.installation_id != 0) {
-      rate_remaining_.Add({{"installation", std::to_string(result.installation_id)}})
+      m_.rate_remaining.Add({{"installation", std::to_string(result.installation_id)}})
           .Set(static_cast<double>(budget_->Remaining(result.installation_id)));
     }
     std::vector<kafka::Record> records;
     if (req.has_dispatch() && ok && !superseded) {
-      dispatches_.Add({{"level", "L" + std::to_string(req.level())}}).Increment();
+      m_.dispatches.Add({{"level", "L" + std::to_string(req.level())}}).Increment();
       const auto& d = req.dispatch();
       v1::DispatchRecord r;
       r.set_request_id(req.id());
@@ -796,20 +719,7 @@ class DispatchService final : public service::Service {
 
   DispatchSettings settings_;
   const Clock* clock_;
-  prometheus::Family<prometheus::Counter>& events_;
-  prometheus::Family<prometheus::Counter>& dispatches_;
-  prometheus::Family<prometheus::Counter>& writes_;
-  prometheus::Family<prometheus::Counter>& dead_letters_;
-  prometheus::Counter& requests_refused_;
-  prometheus::Counter& revoked_in_doubt_;
-  prometheus::Counter& uncertain_;
-  prometheus::Counter& repeats_;
-  prometheus::Counter& skipped_;
-  prometheus::Family<prometheus::Counter>& not_fresh_;
-  prometheus::Family<prometheus::Counter>& filtered_;
-  prometheus::Family<prometheus::Counter>& label_facts_;
-  prometheus::Gauge& budget_gauge_;
-  prometheus::Family<prometheus::Gauge>& rate_remaining_;
+  DispatchMetrics m_;
   std::unique_ptr<allowlist::AllowlistFile> allowlist_;
   std::unique_ptr<auth::RelayTokenKeys> keys_;
   std::unique_ptr<github::AppCredentials> credentials_;
