@@ -12,18 +12,18 @@ namespace {
 TEST_F(DispatchIT, KilledMidFanOutRestartedEverythingDispatchedOnlyInFlightCallsRepeatedReplaySendsNothing) {
   DispatchStack stack("crash");
   stack.SetAllowlist(kTenRepos);
-  // 5 ms a call, and a primary limit above the 10,000 calls (GitHub's
+  // 5 ms a call, and a primary limit above the 4,000 calls (GitHub's
   // default 5,000 an hour would hold the rest for an hour, as it should).
   stack.Fake("POST", "/_fake/config", R"({"latency_ms":5,"rate_limit":{"limit":1000000,"window_seconds":3600}})");
   ASSERT_NE(stack.StartDispatch(1), 0) << stack.Log(1);
   Payload push = APush(corpus_);
   ASSERT_FALSE(push.body.empty());
   std::string run = "crash-" + Unique() + "-";
-  for (int i = 0; i < 1000; ++i) stack.Produce(push, run + std::to_string(i));
+  for (int i = 0; i < 400; ++i) stack.Produce(push, run + std::to_string(i));
   stack.Flush();
-  // SIGKILL about a third of the way through the 10,000 dispatches.
+  // SIGKILL about a third of the way through the 4,000 dispatches.
   auto deadline = std::chrono::steady_clock::now() + 120s;
-  while (stack.Fake("GET", "/_fake/stats").at("dispatches").as_int64() < 3000 && std::chrono::steady_clock::now() < deadline) {
+  while (stack.Fake("GET", "/_fake/stats").at("dispatches").as_int64() < 1200 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(20ms);
   }
   KillWindow kill{NowMs()};
@@ -31,13 +31,13 @@ TEST_F(DispatchIT, KilledMidFanOutRestartedEverythingDispatchedOnlyInFlightCalls
   stack.dispatch(1).Wait(10s);
   kill.dead_ms = NowMs();
   int64_t at_kill = stack.Fake("GET", "/_fake/stats").at("dispatches").as_int64();
-  ASSERT_GE(at_kill, 3000);
-  ASSERT_LT(at_kill, 10000) << "the fan-out finished before the kill";
+  ASSERT_GE(at_kill, 1200);
+  ASSERT_LT(at_kill, 4000) << "the fan-out finished before the kill";
   uint16_t port = stack.StartDispatch(2);
   ASSERT_NE(port, 0) << stack.Log(2);
-  stack.WaitForDispatches(10000, 180s, 3s);
+  stack.WaitForDispatches(4000, 180s, 3s);
   auto calls = DispatchCalls(stack);
-  ExpectOnlyInFlightCallsRepeated(calls, 10000, kill, 250, Metric(port, "relay_dispatch_repeats_total"));
+  ExpectOnlyInFlightCallsRepeated(calls, 4000, kill, 250, Metric(port, "relay_dispatch_repeats_total"));
 
   // An operator replays github.webhooks from the start (a new group reads
   // everything): every record lies below the offset the ledger says its
@@ -50,10 +50,10 @@ TEST_F(DispatchIT, KilledMidFanOutRestartedEverythingDispatchedOnlyInFlightCalls
   ASSERT_NE(replay, 0) << stack.Log(3);
   deadline = std::chrono::steady_clock::now() + 120s;
   const std::string read_again = "relay_dispatch_writes_skipped_total{reason=\"read_again\"}";
-  while (Metric(replay, read_again) < 10000 && std::chrono::steady_clock::now() < deadline) {
+  while (Metric(replay, read_again) < 4000 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(100ms);
   }
-  EXPECT_EQ(Metric(replay, read_again), 10000);
+  EXPECT_EQ(Metric(replay, read_again), 4000);
   std::this_thread::sleep_for(1s);
   EXPECT_EQ(DispatchCalls(stack).size(), before) << "the replay sent dispatches again";
 }
@@ -61,7 +61,7 @@ TEST_F(DispatchIT, KilledMidFanOutRestartedEverythingDispatchedOnlyInFlightCalls
 TEST_F(DispatchIT, TwoInstancesOneKilledTheOtherTakesOverWithoutLossOrRepeatsBeyondInFlight) {
   DispatchStack stack("pair");
   stack.SetAllowlist(kTenRepos);
-  // 5 ms a call, and a primary limit above the 10,000 calls (GitHub's
+  // 5 ms a call, and a primary limit above the 2,000 calls (GitHub's
   // default 5,000 an hour would hold the rest for an hour, as it should).
   stack.Fake("POST", "/_fake/config", R"({"latency_ms":5,"rate_limit":{"limit":1000000,"window_seconds":3600}})");
   std::map<std::string, std::string> env = {{"RELAY_KAFKA_SESSION_TIMEOUT", "6s"}};
@@ -74,9 +74,9 @@ TEST_F(DispatchIT, TwoInstancesOneKilledTheOtherTakesOverWithoutLossOrRepeatsBey
   while (!(assigned(1) && assigned(2)) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(100ms);
   Payload push = APush(corpus_);
   std::string run = "pair-" + Unique() + "-";
-  for (int i = 0; i < 500; ++i) stack.Produce(push, run + std::to_string(i));
+  for (int i = 0; i < 200; ++i) stack.Produce(push, run + std::to_string(i));
   stack.Flush();
-  while (stack.Fake("GET", "/_fake/stats").at("dispatches").as_int64() < 1500 && std::chrono::steady_clock::now() < deadline + 60s) {
+  while (stack.Fake("GET", "/_fake/stats").at("dispatches").as_int64() < 600 && std::chrono::steady_clock::now() < deadline + 60s) {
     std::this_thread::sleep_for(20ms);
   }
   // The records share a key, so one member owns their partition: kill that one.
@@ -85,10 +85,10 @@ TEST_F(DispatchIT, TwoInstancesOneKilledTheOtherTakesOverWithoutLossOrRepeatsBey
   stack.dispatch(owner).Signal(SIGKILL);
   stack.dispatch(owner).Wait(10s);
   kill.dead_ms = NowMs();
-  ASSERT_LT(stack.Fake("GET", "/_fake/stats").at("dispatches").as_int64(), 5000) << "finished before the kill";
+  ASSERT_LT(stack.Fake("GET", "/_fake/stats").at("dispatches").as_int64(), 2000) << "finished before the kill";
   uint16_t survivor = owner == 1 ? p2 : p1;
-  stack.WaitForDispatches(5000, 180s, 3s);
-  ExpectOnlyInFlightCallsRepeated(DispatchCalls(stack), 5000, kill, 250,
+  stack.WaitForDispatches(2000, 180s, 3s);
+  ExpectOnlyInFlightCallsRepeated(DispatchCalls(stack), 2000, kill, 250,
                                   Metric(survivor, "relay_dispatch_repeats_total"));
 }
 
