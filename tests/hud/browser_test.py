@@ -130,9 +130,14 @@ def check_grid(driver, c, ch, hud, query="", what="grid"):
 
 def grid_matches_clickhouse(driver, c, ch, hud):
     rows, page = check_grid(driver, c, ch, hud)
+    # A commit's dispatches, and those it superseded (never sent: coalesced).
     want = ch.rows("""
-        SELECT upstream_repo, head_sha, min(dispatched_at) AS first
-        FROM dispatches FINAL WHERE head_sha != '' AND dispatched_at >= now() - 30 * 86400
+        SELECT upstream_repo, head_sha, min(at) AS first
+        FROM (SELECT upstream_repo, head_sha, dispatched_at AS at FROM dispatches FINAL
+              WHERE head_sha != '' AND dispatched_at >= now() - 30 * 86400
+              UNION ALL
+              SELECT upstream_repo, head_sha, superseded_at AS at FROM superseded_dispatches FINAL
+              WHERE head_sha != '' AND superseded_at >= now() - 30 * 86400)
         GROUP BY upstream_repo, head_sha
         ORDER BY first DESC, upstream_repo, head_sha LIMIT 20""")
     c.check(page == [(w["upstream_repo"], w["head_sha"]) for w in want] and page,
@@ -141,6 +146,10 @@ def grid_matches_clickhouse(driver, c, ch, hud):
     shas = ",".join(quote(s) for _, s in page) or "''"
     targets = {(t["upstream_repo"], t["head_sha"], t["downstream_repo"]) for t in ch.rows(
         f"SELECT DISTINCT upstream_repo, head_sha, downstream_repo FROM dispatches FINAL WHERE head_sha IN ({shas})")}
+    superseded = {(t["upstream_repo"], t["head_sha"], t["downstream_repo"]) for t in ch.rows(
+        f"SELECT DISTINCT upstream_repo, head_sha, downstream_repo FROM superseded_dispatches FINAL "
+        f"WHERE head_sha IN ({shas})")} - targets
+    targets |= superseded
     jobs = {}
     for j in ch.rows(f"""
             SELECT upstream_repo, head_sha, downstream_repo, id, status, conclusion, timed_out_by_sweeper,
@@ -164,9 +173,11 @@ def grid_matches_clickhouse(driver, c, ch, hud):
                 j = expected.get(jid)
                 ok = ok and j is not None and conclusion == expected_conclusion(j) and \
                     f", {j['failed_tests']} failed tests" in title
-            # A repository dispatched to without a job yet shows a waiting mark.
+            # A repository dispatched to without a job yet shows a waiting mark;
+            # one the commit was never sent to (superseded), a superseded mark.
             if not expected:
-                ok = ok and bool(td.find_elements(By.CSS_SELECTOR, "span.job.waiting"))
+                mark = "span.job.superseded" if key in superseded else "span.job.waiting"
+                ok = ok and bool(td.find_elements(By.CSS_SELECTOR, mark))
             if not ok:
                 mismatches += 1
                 if mismatches <= 3:
@@ -175,7 +186,8 @@ def grid_matches_clickhouse(driver, c, ch, hud):
     c.check(cells > 0 and mismatches == 0,
             f"grid: {cells} cells ({job_count} jobs) match ClickHouse job by job (id, conclusion, failed tests)",
             f"{mismatches} cells differ")
-    c.check(seen == targets, f"grid: every dispatched (commit, repository) has its cell, and only those",
+    c.check(seen == targets, f"grid: every dispatched (commit, repository) has its cell, and only those "
+            f"({len(superseded)} superseded)",
             f"missing {sorted(targets - seen)[:3]}, extra {sorted(seen - targets)[:3]}")
     a = driver.find_elements(By.CSS_SELECTOR, "a.job[href]")
     c.check(a and all(x.get_attribute("href").startswith("http") for x in a),

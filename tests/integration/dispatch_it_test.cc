@@ -335,8 +335,16 @@ TEST_F(DispatchIT, SubscriptionsFilterAndANewerHeadSupersedesQueuedDispatches) {
       v1::GitHubOutcome o;
       ASSERT_TRUE(o.ParseFromString(r.value));
       result[o.request_id()] = o.result();
+      // A dispatch's outcome names its commit, so the HUD grid can place a
+      // superseded one (it has no relay.dispatches record).
+      EXPECT_EQ(o.head_sha().size(), 40u) << o.request_id();
+      EXPECT_FALSE(o.upstream_repo().empty()) << o.request_id();
       if (o.result() == "superseded") {
         EXPECT_THAT(o.error(), HasSubstr("superseded by"));
+        EXPECT_THAT(o.error(), HasSubstr(o.superseded_by()));
+        EXPECT_NE(o.head_sha(), newest) << "the newest head always goes out";
+      } else {
+        EXPECT_EQ(o.superseded_by(), "");
       }
     }
     if (result.size() < repos.size() * kHeads) std::this_thread::sleep_for(500ms);

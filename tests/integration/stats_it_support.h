@@ -254,6 +254,7 @@ struct Traffic {
   std::vector<std::pair<std::string, std::string>> webhooks, dispatches, outcomes, results, reports, clusters;
   int64_t workflow_jobs = 0, workflow_runs = 0, completed_job_id = 0;
   int64_t jobs = 0, test_rows = 0, webhook_count = 0;
+  int64_t superseded = 0;  // coalesced dispatches: an outcome each, no dispatch
   std::string repo;  // one downstream repo, for per-repo queries
 };
 
@@ -395,6 +396,30 @@ inline Traffic MakeTraffic(const std::string& tag, int deliveries) {
       }
     }
   }
+  // Coalesced dispatches (never sent): the commit "coalesced" lost to a newer
+  // head in repos a and b; sha0, dispatched to repo a, also had a later
+  // event superseded there, so its cell stays a dispatched one.
+  auto superseded = [&](const std::string& sha, const std::pair<std::string, int>& target, int n) {
+    v1::GitHubOutcome o;
+    o.set_request_id(tag + "-coalesced-" + std::to_string(n) + "/" + target.first);
+    o.set_kind("dispatch");
+    o.set_repo(target.first);
+    o.set_endpoint("POST /repos/{owner}/{repo}/dispatches");
+    o.set_result("superseded");
+    o.set_error("superseded by " + tag + "-up-0/" + target.first);
+    o.set_finished_at_unix_ms(now - 3'600'000 + n * 1000);
+    o.set_level(target.second);
+    o.set_delivery_id(tag + "-coalesced-" + std::to_string(n));
+    o.set_upstream_repo("pytorch/pytorch");
+    o.set_head_sha(sha);
+    o.set_pr_number(100);
+    o.set_superseded_by(tag + "-up-0/" + target.first);
+    t.outcomes.emplace_back(target.first, o.SerializeAsString());
+    ++t.superseded;
+  };
+  superseded("coalesced", repos[0], 0);
+  superseded("coalesced", repos[1], 1);
+  superseded("sha0", repos[0], 2);
   for (int c = 0; c < 4; ++c) {
     v1::ClusterEvent e;
     e.set_event_id(tag + "-ce-" + std::to_string(c));
@@ -428,7 +453,8 @@ inline void ExpectTables(StatsStack& s, const Traffic& t) {
   EXPECT_EQ(s.WaitCount("SELECT count() FROM workflow_job FINAL", t.workflow_jobs), t.workflow_jobs);
   EXPECT_EQ(s.WaitCount("SELECT count() FROM workflow_run FINAL", t.workflow_runs), t.workflow_runs);
   EXPECT_EQ(s.WaitCount("SELECT count() FROM dispatches FINAL", t.jobs), t.jobs);
-  EXPECT_EQ(s.WaitCount("SELECT count() FROM github_outcomes FINAL", t.jobs), t.jobs);
+  EXPECT_EQ(s.WaitCount("SELECT count() FROM github_outcomes FINAL", t.jobs + t.superseded), t.jobs + t.superseded);
+  EXPECT_EQ(s.WaitCount("SELECT count() FROM superseded_dispatches FINAL", t.superseded), t.superseded);
   EXPECT_EQ(s.WaitCount("SELECT count() FROM crcr_workflow_job FINAL", t.jobs), t.jobs);
   EXPECT_EQ(s.WaitCount("SELECT count() FROM test_results FINAL", t.test_rows), t.test_rows);
   EXPECT_EQ(s.WaitCount("SELECT count() FROM cluster_events FINAL", 4), 4);

@@ -9,6 +9,8 @@
 // ClickHouse database, so tests sharing the servers do not see each other.
 #include "stats_it_support.h"
 
+#include "absl/strings/str_split.h"
+
 namespace relay {
 namespace {
 
@@ -71,6 +73,43 @@ TEST(StatsIt, FillsEveryTableAndAReplayChangesNoQueryResult) {
   // The flaky test was found through the dispatches' shas.
   EXPECT_GT(s.Count("SELECT sum(flaky_shas) FROM test_daily FINAL WHERE name = 'test_flaky'"), 0);
   EXPECT_GT(s.Count("SELECT sum(rerun_passed) FROM test_daily FINAL WHERE name = 'test_1'"), 0);
+
+  // The HUD grid's coalesced cells: the commit that lost to a newer head is
+  // a row, its two repos superseded cells naming the request sent instead;
+  // sha0's repo a was also dispatched to, so it is a dispatched cell.
+  std::string grid;
+  ASSERT_EQ(s.Command("query commit_grid --param upstream_repo=pytorch/pytorch --param limit=100 --format TSV", &grid),
+            0);
+  EXPECT_THAT(grid, HasSubstr("\tcoalesced\t"));
+  std::string cells;
+  ASSERT_EQ(s.Command("query commit_grid_cells --param upstream_repo=pytorch/pytorch --param shas=coalesced,sha0 "
+                      "--format TSVWithNames",
+                      &cells),
+            0);
+  std::vector<std::string> lines = absl::StrSplit(cells, '\n', absl::SkipEmpty());
+  ASSERT_FALSE(lines.empty());
+  std::vector<std::string> names = absl::StrSplit(lines[0], '\t');
+  auto column = [&](const std::string& name) {
+    return static_cast<size_t>(std::find(names.begin(), names.end(), name) - names.begin());
+  };
+  size_t sha_at = column("head_sha"), by_at = column("superseded_by"), job_at = column("job_id");
+  ASSERT_LT(by_at, names.size()) << lines[0];
+  int superseded_cells = 0, sha0_rows = 0;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    std::vector<std::string> f = absl::StrSplit(lines[i], '\t');
+    ASSERT_EQ(f.size(), names.size()) << lines[i];
+    if (f[sha_at] == "coalesced") {
+      // The request sent instead: delivery 0's (the traffic's tag, then -up-0/).
+      EXPECT_THAT(f[by_at], ::testing::StartsWith(t.repo.substr(0, t.repo.find("-org/")) + "-up-0/"));
+      EXPECT_EQ(f[job_at], "") << "never sent: no job";
+      ++superseded_cells;
+    } else {
+      EXPECT_EQ(f[by_at], "") << "sha0 was dispatched to every repo: " << lines[i];
+      ++sha0_rows;
+    }
+  }
+  EXPECT_EQ(superseded_cells, 2) << cells;
+  EXPECT_GT(sha0_rows, 0) << cells;
 
   auto before = s.RunAllQueries(t.repo);
   EXPECT_THAT(before["pass_rate"], HasSubstr(t.repo));

@@ -300,3 +300,21 @@ CREATE TABLE IF NOT EXISTS relay.test_slowest_daily_local ON CLUSTER '{cluster}'
 PARTITION BY toYYYYMM(day) ORDER BY (repo, day, computed_at_ms, file, classname, name);
 CREATE TABLE IF NOT EXISTS relay.test_slowest_daily ON CLUSTER '{cluster}' AS relay.test_slowest_daily_local
 ENGINE = Distributed('{cluster}', relay, test_slowest_daily_local, cityHash64(repo, day));
+
+-- superseded_dispatches (0005_superseded_dispatches.sql)
+CREATE TABLE IF NOT EXISTS relay.superseded_dispatches_local ON CLUSTER '{cluster}' (
+  request_id String,
+  delivery_id String,
+  upstream_repo String,
+  downstream_repo String,
+  level UInt8,
+  pr_number Int64,
+  head_sha String,
+  superseded_by String,
+  superseded_at DateTime,
+  superseded_at_ms Int64,
+  version UInt64
+) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/relay/superseded_dispatches_local', '{replica}', version)
+PARTITION BY toYYYYMM(superseded_at) ORDER BY request_id;
+CREATE TABLE IF NOT EXISTS relay.superseded_dispatches ON CLUSTER '{cluster}' AS relay.superseded_dispatches_local
+ENGINE = Distributed('{cluster}', relay, superseded_dispatches_local, cityHash64(request_id));

@@ -6,8 +6,9 @@
 -- param: offset UInt32 0
 -- param: limit UInt32 20
 --
--- A commit is an (upstream_repo, head_sha) pair of relay's dispatches,
--- ordered by its first dispatch. branch: the pushed branch (push) or the
+-- A commit is an (upstream_repo, head_sha) pair of relay's dispatches, or
+-- of the dispatches it superseded (never sent: a newer head of the PR went
+-- instead), ordered by its first dispatch (or supersession). branch: the pushed branch (push) or the
 -- PR's head branch (pull_request), read from the upstream webhook relay
 -- received ('' when that delivery is not in webhook_deliveries); the filter
 -- matches any of the commit's branches. pr: one PR number, 0 = any. days:
@@ -28,6 +29,13 @@ FROM
     FROM dispatches FINAL
     WHERE head_sha != ''
       AND dispatched_at >= now() - {days:UInt32} * 86400
+      AND ({upstream_repo:String} = '' OR upstream_repo = {upstream_repo:String})
+    UNION ALL
+    SELECT upstream_repo, head_sha, downstream_repo, superseded_at AS dispatched_at, pr_number,
+           'pull_request' AS event, delivery_id
+    FROM superseded_dispatches FINAL
+    WHERE head_sha != ''
+      AND superseded_at >= now() - {days:UInt32} * 86400
       AND ({upstream_repo:String} = '' OR upstream_repo = {upstream_repo:String})
 ) AS d
 ANY LEFT JOIN

@@ -5,7 +5,9 @@
 -- shas: head SHAs, comma-separated (the ones commit_grid returned). One row
 -- per job attempt of crcr_workflow_job; a repo dispatched to that has no job
 -- yet: one row with job_id ''. level: the highest the repo had at this
--- commit's dispatches. duration_s: started to completed (0 until both are
+-- commit's dispatches. superseded_by: for a repo this commit was never sent
+-- to because a newer head of its PR went instead (coalescing), the request
+-- sent instead, and no job; '' for a repo it was dispatched to. duration_s: started to completed (0 until both are
 -- known). PREWHERE on head_sha before FINAL reads only these commits' rows
 -- (5x faster over 350,000 jobs); it is sound because every version of a
 -- row has the same head_sha.
@@ -23,13 +25,26 @@ SELECT
     timed_out_by_sweeper,
     run_url,
     duration_s,
-    failed_tests
+    failed_tests,
+    superseded_by
 FROM
 (
-    SELECT upstream_repo, head_sha, downstream_repo, max(level) AS level
-    FROM dispatches FINAL
-    PREWHERE head_sha IN (SELECT arrayJoin(splitByChar(',', {shas:String})))
-    WHERE {upstream_repo:String} = '' OR upstream_repo = {upstream_repo:String}
+    -- A repo both dispatched to and superseded at this commit (one event
+    -- sent, a later one superseded) is a dispatched cell.
+    SELECT upstream_repo, head_sha, downstream_repo, max(level) AS level,
+           if(max(sent) = 1, '', any(by)) AS superseded_by
+    FROM
+    (
+        SELECT upstream_repo, head_sha, downstream_repo, level, 1 AS sent, '' AS by
+        FROM dispatches FINAL
+        PREWHERE head_sha IN (SELECT arrayJoin(splitByChar(',', {shas:String})))
+        WHERE {upstream_repo:String} = '' OR upstream_repo = {upstream_repo:String}
+        UNION ALL
+        SELECT upstream_repo, head_sha, downstream_repo, level, 0 AS sent, superseded_by AS by
+        FROM superseded_dispatches FINAL
+        PREWHERE head_sha IN (SELECT arrayJoin(splitByChar(',', {shas:String})))
+        WHERE {upstream_repo:String} = '' OR upstream_repo = {upstream_repo:String}
+    )
     GROUP BY upstream_repo, head_sha, downstream_repo
 ) AS targets
 ALL LEFT JOIN

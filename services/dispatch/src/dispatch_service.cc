@@ -626,6 +626,12 @@ class DispatchService final : public service::Service {
     outcome.set_delivery_id(req.delivery_id());
     outcome.set_installation_id(result.installation_id);
     outcome.set_repeated(job->repeated || result.uncertain_retry);
+    if (req.has_dispatch()) {
+      outcome.set_upstream_repo(req.dispatch().upstream_repo());
+      outcome.set_head_sha(req.dispatch().head_sha());
+      outcome.set_pr_number(req.dispatch().pr_number());
+    }
+    if (superseded) outcome.set_superseded_by(result.superseded_by);
     records.push_back(kafka::MessageRecord(settings_.topics.outcomes, req.repo(), outcome, req.delivery_id()));
     // Recorded off the worker (it goes on to the next call): the records
     // together, then the ledger entry last: once it says DONE, nothing

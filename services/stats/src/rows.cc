@@ -47,6 +47,10 @@ const Table kGitHubOutcomes{
     "github_outcomes",
     "request_id, kind, repo, endpoint, http_status, attempts, result, error, finished_at, finished_at_ms, "
     "latency_ms, level, delivery_id, installation_id, repeated, version"};
+const Table kSupersededDispatches{
+    "superseded_dispatches",
+    "request_id, delivery_id, upstream_repo, downstream_repo, level, pr_number, head_sha, superseded_by, "
+    "superseded_at, superseded_at_ms, version"};
 const Table kJobResults{
     "crcr_workflow_job",
     "id, status, downstream_repo, upstream_repo, pr_number, head_sha, delivery_id, workflow_run_url, "
@@ -351,6 +355,22 @@ absl::Status ConvertOutcome(std::string_view value, Rows& out) {
       .UInt8(o.repeated())
       .UInt64(static_cast<uint64_t>(o.finished_at_unix_ms()));
   r.EndRow();
+  // A dispatch never sent for its commit: the grid shows it as superseded.
+  if (o.result() == "superseded" && !o.head_sha().empty()) {
+    out.For(kSupersededDispatches)
+        .String(o.request_id())
+        .String(o.delivery_id())
+        .String(RepoKey(o.upstream_repo()))
+        .String(RepoKey(o.repo()))
+        .UInt8(static_cast<uint8_t>(o.level()))
+        .Int64(o.pr_number())
+        .String(o.head_sha())
+        .String(o.superseded_by())
+        .DateTime(o.finished_at_unix_ms() / 1000)
+        .Int64(o.finished_at_unix_ms())
+        .UInt64(static_cast<uint64_t>(o.finished_at_unix_ms()))
+        .EndRow();
+  }
   return absl::OkStatus();
 }
 

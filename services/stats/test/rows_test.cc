@@ -182,6 +182,35 @@ TEST(Rows, OutcomesAndClusterEvents) {
   EXPECT_FALSE(ConvertClusterEvent(e.SerializeAsString(), rows).ok());
 }
 
+// A coalesced dispatch (never sent) is also a superseded_dispatches row, for
+// the HUD grid; other outcomes, and superseded ones without their commit
+// (written before dispatch named it), are not.
+TEST(Rows, SupersededOutcomesNameTheirCommit) {
+  v1::GitHubOutcome o;
+  o.set_request_id("r1");
+  o.set_kind("dispatch");
+  o.set_repo("O/Down");
+  o.set_finished_at_unix_ms(kNowMs);
+  o.set_result("done");
+  o.set_head_sha("abc");
+  Rows rows;
+  ASSERT_TRUE(ConvertOutcome(o.SerializeAsString(), rows).ok());
+  EXPECT_EQ(rows.rows(), 1u);
+  o.set_result("superseded");
+  o.set_head_sha("");
+  ASSERT_TRUE(ConvertOutcome(o.SerializeAsString(), rows).ok());
+  EXPECT_EQ(rows.rows(), 2u);
+  o.set_head_sha("abc");
+  o.set_upstream_repo("PyTorch/PyTorch");
+  o.set_superseded_by("r2");
+  ASSERT_TRUE(ConvertOutcome(o.SerializeAsString(), rows).ok());
+  EXPECT_EQ(rows.rows(), 4u);
+  const std::string& data = rows.For(kSupersededDispatches).data();
+  EXPECT_NE(data.find("pytorch/pytorch"), std::string::npos);
+  EXPECT_NE(data.find("o/down"), std::string::npos);
+  EXPECT_NE(data.find("r2"), std::string::npos);
+}
+
 TEST(Rows, ConvertPicksByTopicAndRefusesOthers) {
   Topics topics;
   kafka::ConsumedRecord r;

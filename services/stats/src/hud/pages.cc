@@ -253,6 +253,15 @@ absl::StatusOr<std::string> CommitGridPage(const Params& params, PageContext& ct
       for (size_t r : it->second) {
         std::string job_id = cells.Str(r, "job_id");
         if (job_id.empty()) {
+          std::string by = cells.Str(r, "superseded_by");
+          if (!by.empty()) {
+            // Coalesced: never sent, on purpose (a newer head went instead).
+            absl::StrAppend(&body,
+                            "<span class=\"job superseded\" title=\"not sent: superseded by a newer head of the pull "
+                            "request (request ",
+                            Escape(by), ")\">&#x21B7;</span>");
+            continue;
+          }
           body += "<span class=\"job waiting\" title=\"dispatched; no job reported yet\">&#xB7;</span>";
           continue;
         }

@@ -25,8 +25,8 @@ struct Table {
   const char* name;
   const char* columns;
 };
-extern const Table kWebhookDeliveries, kWorkflowJob, kWorkflowRun, kDispatches, kGitHubOutcomes, kJobResults,
-    kTestResults, kClusterEvents;
+extern const Table kWebhookDeliveries, kWorkflowJob, kWorkflowRun, kDispatches, kGitHubOutcomes,
+    kSupersededDispatches, kJobResults, kTestResults, kClusterEvents;
 
 // A rollup window to recompute (see migration 0002): (day, repo) of `kind`.
 struct Window {
