@@ -444,4 +444,297 @@ SELECT
 FROM webhook_deliveries FINAL
 WHERE event = 'pull_request' AND action = 'closed' AND p.merged
 ORDER BY received_at_ms DESC
-LIMIT 1 BY repo, p.number;
+LIMIT 1 BY repo, pr_num;
+
+-- What relay receives itself: views over relay's tables and the raw
+-- webhook payloads (docs/hud-compatibility.md, "Tables relay feeds").
+-- Several of migration 4's views are replaced here, the same rows with
+-- the columns the rest of the HUD's queries read.
+
+-- default.workflow_job (migration 4's) plus workflow_created_at, the
+-- run's creation (the HUD stores it on the job), and _inserted_at, when
+-- relay recorded the row's newest version: a webhook's receipt for an
+-- upstream job; a downstream job's latest change (dispatch, start or end).
+CREATE OR REPLACE VIEW default.workflow_job AS
+SELECT
+  id, run_id, run_attempt, name, workflow_name, head_sha, head_branch, status, conclusion,
+  conclusion AS conclusion_kg,
+  html_url,
+  concat('https://api.github.com/repos/', repository_full_name, '/actions/jobs/', toString(id)) AS url,
+  html_url AS log_url,
+  repository_full_name,
+  toDateTime64(created, 9, 'UTC') AS created_at,
+  toDateTime64(started, 9, 'UTC') AS started_at,
+  toDateTime64(completed, 9, 'UTC') AS completed_at,
+  labels, runner_id, runner_name, runner_group_name,
+  CAST(arrayMap((n, st, c, num, sa, ca) -> (toDateTime64(ca, 9, 'UTC'), c, n, toInt64(num), toDateTime64(sa, 9, 'UTC'), st),
+                step_names, step_statuses, step_conclusions, step_numbers, step_started, step_completed),
+       'Array(Tuple(completed_at DateTime64(9, \'UTC\'), conclusion String, name String, number Int64, started_at DateTime64(9, \'UTC\'), status String))') AS steps,
+  CAST(([], [], 0, '', 0, ''), 'Tuple(captures Array(String), context Array(String), job_id Int64, line String, line_num Int64, rule String)') AS torchci_classification,
+  torchci_classification AS torchci_classification_temp,
+  torchci_classification AS torchci_classification_kg,
+  workflow_event,
+  toDateTime64(workflow_created, 9, 'UTC') AS workflow_created_at,
+  toDateTime64(inserted, 9, 'UTC') AS _inserted_at,
+  concat(repository_full_name, '/', toString(id)) AS dynamoKey
+FROM (
+  SELECT
+    toInt64(j.id) AS id, toInt64(j.run_id) AS run_id, toInt64(j.run_attempt) AS run_attempt,
+    j.name AS name, j.workflow_name AS workflow_name, j.head_sha AS head_sha, j.head_branch AS head_branch,
+    j.status AS status, j.conclusion AS conclusion, j.html_url AS html_url, j.repository_full_name AS repository_full_name,
+    j.created_at AS created, j.started_at AS started, j.completed_at AS completed,
+    j.labels AS labels, toInt64(j.runner_id) AS runner_id, j.runner_name AS runner_name, j.runner_group_name AS runner_group_name,
+    j.`steps.name` AS step_names, j.`steps.status` AS step_statuses, j.`steps.conclusion` AS step_conclusions,
+    j.`steps.number` AS step_numbers, j.`steps.started_at` AS step_started, j.`steps.completed_at` AS step_completed,
+    r.event AS workflow_event, r.created AS workflow_created, j.received_at AS inserted
+  FROM workflow_job AS j FINAL
+  LEFT JOIN (SELECT id, argMax(event, run_attempt) AS event, min(created_at) AS created FROM workflow_run FINAL GROUP BY id) AS r
+    ON r.id = j.run_id
+  UNION ALL
+  SELECT
+    relay_hud_job_id(c.id), toInt64OrZero(c.run_id), toInt64(greatest(toUInt32OrZero(c.run_attempt), 1)),
+    if(c.job_name = '', c.workflow_name, c.job_name), c.workflow_name, c.head_sha, '',
+    c.status, if(c.status = 'completed', c.conclusion, ''), c.workflow_run_url, c.downstream_repo,
+    c.dispatched_at, c.started_at, c.completed_at,
+    [], 0, '', '',
+    [], [], [], [], [], [],
+    c.event_type,
+    -- the downstream run's creation, as migration 4's default.workflow_run has it
+    min(c.dispatched_at) OVER (PARTITION BY c.downstream_repo, c.run_id),
+    greatest(c.dispatched_at, c.started_at, c.completed_at)
+  FROM crcr_workflow_job AS c FINAL
+);
+
+-- default.workflow_run (migration 4's) plus path, the workflow file
+-- (.github/workflows/NAME.yml), from the payload.
+CREATE OR REPLACE VIEW default.workflow_run AS
+WITH JSONExtract(payload, 'workflow_run',
+  'Tuple(artifacts_url String, path String,
+         head_commit Tuple(author Tuple(email String, name String), committer Tuple(email String, name String), id String, message String, timestamp DateTime64(9, \'UTC\'), tree_id String),
+         repository Tuple(owner Tuple(login String)), head_repository Tuple(owner Tuple(login String)),
+         actor Tuple(id Int64, login String, type String), triggering_actor Tuple(id Int64, login String, type String),
+         pull_requests Array(Tuple(base Tuple(ref String, repo Tuple(id Int64, name String, url String), sha String), head Tuple(ref String, repo Tuple(id Int64, name String, url String), sha String), id Int64, number Int64, url String)))') AS p
+SELECT
+  id, name, head_sha, head_branch, event, status, conclusion, html_url,
+  p.artifacts_url AS artifacts_url,
+  p.path AS path,
+  toDateTime64(created, 9, 'UTC') AS created_at,
+  toDateTime64(updated, 9, 'UTC') AS updated_at,
+  toDateTime64(started, 9, 'UTC') AS run_started_at,
+  run_attempt, run_number, workflow_id,
+  if(p.head_commit.id = '', CAST((('', ''), ('', ''), head_sha, '', toDateTime64(0, 9, 'UTC'), ''), toTypeName(p.head_commit)),
+     p.head_commit) AS head_commit,
+  CAST((repository_full_name, splitByChar('/', repository_full_name)[2],
+        tuple(if(p.repository.owner.login = '', splitByChar('/', repository_full_name)[1], p.repository.owner.login))),
+       'Tuple(full_name String, name String, owner Tuple(login String))') AS repository,
+  CAST((head_repository_full_name, splitByChar('/', head_repository_full_name)[2],
+        tuple(if(p.head_repository.owner.login = '', splitByChar('/', head_repository_full_name)[1], p.head_repository.owner.login))),
+       'Tuple(full_name String, name String, owner Tuple(login String))') AS head_repository,
+  p.actor AS actor,
+  p.triggering_actor AS triggering_actor,
+  p.pull_requests AS pull_requests,
+  concat(repository_full_name, '/', toString(id)) AS dynamoKey
+FROM (
+  SELECT
+    toInt64(r.id) AS id, r.name AS name, r.head_sha AS head_sha, r.head_branch AS head_branch, r.event AS event,
+    r.status AS status, r.conclusion AS conclusion, r.html_url AS html_url,
+    r.created_at AS created, r.updated_at AS updated, r.run_started_at AS started,
+    toInt64(r.run_attempt) AS run_attempt, toInt64(r.run_number) AS run_number, toInt64(r.workflow_id) AS workflow_id,
+    r.repository_full_name AS repository_full_name, r.head_repository_full_name AS head_repository_full_name,
+    w.payload AS payload
+  FROM (SELECT * FROM workflow_run FINAL ORDER BY id, run_attempt DESC LIMIT 1 BY id) AS r
+  LEFT JOIN (SELECT delivery_id, any(payload) AS payload FROM webhook_deliveries FINAL
+             WHERE event = 'workflow_run' GROUP BY delivery_id) AS w ON w.delivery_id = r.delivery_id
+  UNION ALL
+  SELECT
+    toInt64OrZero(run_id), workflow_name, head_sha, '', event_type,
+    if(completed, 'completed', 'in_progress'), if(completed, conclusion, ''), workflow_run_url,
+    created, updated, started, toInt64(attempt), 0, 0,
+    downstream_repo, downstream_repo,
+    if(pr_number > 0, toJSONString(CAST(tuple(tuple([(pr_number, tuple(head_sha))])),
+                                        'Tuple(workflow_run Tuple(pull_requests Array(Tuple(number Int64, head Tuple(sha String)))))')), '')
+  FROM (
+    SELECT
+      downstream_repo, run_id,
+      argMax(workflow_name, toUInt32OrZero(run_attempt)) AS workflow_name,
+      argMax(head_sha, toUInt32OrZero(run_attempt)) AS head_sha,
+      argMax(event_type, toUInt32OrZero(run_attempt)) AS event_type,
+      argMax(workflow_run_url, toUInt32OrZero(run_attempt)) AS workflow_run_url,
+      argMax(pr_number, toUInt32OrZero(run_attempt)) AS pr_number,
+      greatest(max(toUInt32OrZero(run_attempt)), 1) AS attempt,
+      min(status = 'completed') = 1 AS completed,
+      if(countIf(conclusion NOT IN ('success', 'skipped', 'neutral')) > 0,
+         argMaxIf(conclusion, completed_at, conclusion NOT IN ('success', 'skipped', 'neutral')), 'success') AS conclusion,
+      min(dispatched_at) AS created,
+      max(greatest(completed_at, started_at, dispatched_at)) AS updated,
+      min(started_at) AS started
+    FROM crcr_workflow_job FINAL
+    WHERE toInt64OrZero(run_id) != 0
+    GROUP BY downstream_repo, run_id
+  )
+);
+
+-- default.push (migration 4's) plus commits and head_commit.url.
+CREATE OR REPLACE VIEW default.push AS
+WITH JSONExtract(payload,
+  'Tuple(ref String, before String, after String, forced Bool, compare String,
+         head_commit Tuple(id String, message String, timestamp DateTime64(9, \'UTC\'), tree_id String, url String, author Tuple(email String, name String, username String)),
+         commits Array(Tuple(id String, message String, timestamp DateTime64(9, \'UTC\'), tree_id String, url String, author Tuple(email String, name String, username String), added Array(String), removed Array(String), modified Array(String))),
+         repository Tuple(full_name String, name String, owner Tuple(name String, login String)))') AS p
+SELECT p.ref AS ref, p.before AS before, p.after AS after, p.forced AS forced, p.compare AS compare,
+       p.head_commit AS head_commit, p.commits AS commits, p.repository AS repository, delivery_id AS dynamoKey
+FROM webhook_deliveries FINAL
+WHERE event = 'push';
+
+-- default.pull_request (migration 4's) plus draft, merged, merged_by,
+-- auto_merge, author_association, body and the base and head repositories.
+CREATE OR REPLACE VIEW default.pull_request AS
+WITH JSONExtract(payload, 'pull_request',
+  'Tuple(number Int64, title String, body String, state String, draft Bool, merged Bool, html_url String,
+         created_at String, updated_at String, closed_at String, merged_at String, merge_commit_sha String,
+         author_association String, labels Array(Tuple(name String)), user Tuple(login String),
+         merged_by Tuple(login String), auto_merge Tuple(merge_method String, enabled_by Tuple(login String)),
+         head Tuple(ref String, sha String, repo Tuple(full_name String, name String)),
+         base Tuple(ref String, sha String, repo Tuple(full_name String, name String)))') AS p
+SELECT p.number AS number, p.title AS title, p.body AS body, p.state AS state, p.draft AS draft, p.merged AS merged,
+       p.html_url AS html_url, p.created_at AS created_at, p.updated_at AS updated_at, p.closed_at AS closed_at,
+       p.merged_at AS merged_at, p.merge_commit_sha AS merge_commit_sha, p.author_association AS author_association,
+       p.labels AS labels, p.head AS head, p.base AS base, p.user AS user, p.merged_by AS merged_by,
+       p.auto_merge AS auto_merge,
+       repo AS repository_full_name, concat(repo, '/', toString(number)) AS dynamoKey
+FROM webhook_deliveries FINAL
+WHERE event = 'pull_request'
+ORDER BY received_at_ms DESC
+LIMIT 1 BY repo, number;
+
+-- default.issues (migration 4's) plus repository_url, author_association
+-- and pull_request (set on a pull request's issue).
+CREATE OR REPLACE VIEW default.issues AS
+WITH JSONExtract(payload, 'issue',
+  'Tuple(number Int64, title String, state String, html_url String, body String, created_at String, updated_at String,
+         closed_at String, repository_url String, author_association String, assignee Tuple(login String),
+         labels Array(Tuple(name String)), user Tuple(login String), pull_request Tuple(url String))') AS i
+SELECT i.number AS number, i.title AS title, i.state AS state, i.html_url AS html_url, i.body AS body,
+       i.created_at AS created_at, i.updated_at AS updated_at, i.closed_at AS closed_at,
+       i.repository_url AS repository_url, i.author_association AS author_association, i.assignee AS assignee,
+       i.labels AS labels, i.user AS user, i.pull_request AS pull_request,
+       repo AS repository_full_name, concat(repo, '/', toString(number)) AS dynamoKey
+FROM webhook_deliveries FINAL
+WHERE event = 'issues'
+ORDER BY received_at_ms DESC
+LIMIT 1 BY repo, number;
+
+-- Comments on issues and pull requests: one row per comment, its newest
+-- delivery (created, edited; a deleted comment keeps its last text).
+CREATE OR REPLACE VIEW default.issue_comment AS
+WITH JSONExtract(payload, 'comment',
+  'Tuple(id Int64, body String, html_url String, issue_url String, author_association String,
+         created_at DateTime64(9, \'UTC\'), updated_at DateTime64(9, \'UTC\'), user Tuple(login String, type String))') AS c
+SELECT c.id AS id, c.body AS body, c.html_url AS html_url, c.issue_url AS issue_url,
+       c.author_association AS author_association, c.created_at AS created_at, c.updated_at AS updated_at,
+       c.user AS user, repo AS repository_full_name, concat(repo, '/', toString(c.id)) AS dynamoKey
+FROM webhook_deliveries FINAL
+WHERE event = 'issue_comment'
+ORDER BY received_at_ms DESC
+LIMIT 1 BY repo, id;
+
+-- Pull request reviews: one row per review, its newest delivery.
+CREATE OR REPLACE VIEW default.pull_request_review AS
+WITH JSONExtract(payload, 'review',
+  'Tuple(id Int64, state String, body String, html_url String, pull_request_url String, author_association String,
+         submitted_at Nullable(DateTime64(9, \'UTC\')), user Tuple(login String))') AS r
+SELECT r AS review, JSONExtractString(payload, 'action') AS action,
+       concat(repo, '/', toString(r.id)) AS dynamoKey
+FROM webhook_deliveries FINAL
+WHERE event = 'pull_request_review'
+ORDER BY received_at_ms DESC
+LIMIT 1 BY repo, tupleElement(r, 'id');
+
+-- Labels added to and removed from issues and pull requests: one row per
+-- labeled/unlabeled delivery, at the time GitHub sent it.
+CREATE OR REPLACE VIEW default.issues_label_event AS
+SELECT toDateTime64(received_at, 3, 'UTC') AS event_time, action, repo AS repo_name,
+       JSONExtractInt(payload, 'issue', 'number') AS issue_number,
+       JSONExtractString(payload, 'label', 'name') AS label_name,
+       JSONExtractString(payload, 'sender', 'login') AS sender_login
+FROM webhook_deliveries FINAL
+WHERE event = 'issues' AND action IN ('labeled', 'unlabeled');
+
+CREATE OR REPLACE VIEW default.pull_label_event AS
+SELECT toDateTime64(received_at, 3, 'UTC') AS event_time, action, repo AS repo_name,
+       JSONExtractInt(payload, 'pull_request', 'number') AS pr_number,
+       JSONExtractString(payload, 'label', 'name') AS label_name,
+       JSONExtractString(payload, 'sender', 'login') AS sender_login
+FROM webhook_deliveries FINAL
+WHERE event = 'pull_request' AND action IN ('labeled', 'unlabeled');
+
+-- The HUD's other lookup views (secondary indexes there; views here).
+CREATE OR REPLACE VIEW materialized_views.workflow_job_by_completed_at AS SELECT id, completed_at, head_sha FROM default.workflow_job;
+CREATE OR REPLACE VIEW materialized_views.workflow_run_by_pr_num AS
+SELECT id, pr.number AS pr_number FROM default.workflow_run ARRAY JOIN pull_requests AS pr;
+CREATE OR REPLACE VIEW materialized_views.push_by_sha AS SELECT head_commit.id AS id, head_commit.timestamp AS timestamp FROM default.push;
+CREATE OR REPLACE VIEW materialized_views.pr_by_sha AS SELECT head.sha AS head_sha, number FROM default.pull_request;
+
+-- The test tables, from relay's per-test results (test_results, one row
+-- per test case of an uploaded report): a case's outcome as the HUD's
+-- failure/error/skipped arrays (one element with relay's message) and its
+-- reruns as that many rerun elements (relay keeps their count, not their
+-- text). job_id is the job's HUD id (as default.failed_test_runs); the
+-- invoking file is the file. default.test_run_summary and
+-- tests.all_test_runs are the same rows.
+CREATE DATABASE IF NOT EXISTS tests;
+
+CREATE OR REPLACE VIEW default.test_run_s3 AS
+SELECT
+  name, classname, file, file AS invoking_file,
+  relay_hud_job_id(job_id) AS job_id,
+  toInt64OrZero(run_id) AS workflow_id,
+  toInt32(greatest(toUInt32OrZero(run_attempt), 1)) AS workflow_run_attempt,
+  duration AS time,
+  CAST(if(outcome = 'failed', [(message, message, 'failure')], []), 'Array(Tuple(message String, text String, type String))') AS failure,
+  CAST(if(outcome = 'error', [(message, message, 'error')], []), 'Array(Tuple(message String, text String, type String))') AS error,
+  CAST(if(outcome = 'skipped', [(message, message, 'skipped')], []), 'Array(Tuple(message String, text String, type String))') AS skipped,
+  CAST(arrayMap(i -> ('', '', 'rerun'), range(reruns)), 'Array(Tuple(message String, text String, type String))') AS rerun,
+  toUInt64(outcome = 'failed') AS failure_count,
+  toUInt64(outcome = 'error') AS error_count,
+  toUInt64(outcome = 'skipped') AS skipped_count,
+  toUInt64(reruns) AS rerun_count,
+  toDateTime64(uploaded_at, 9, 'UTC') AS time_inserted,
+  repo AS repository_full_name
+FROM test_results FINAL;
+
+CREATE OR REPLACE VIEW default.test_run_summary AS SELECT * FROM default.test_run_s3;
+CREATE OR REPLACE VIEW tests.all_test_runs AS SELECT * FROM default.test_run_s3;
+
+-- Every test name seen, with its last run (as an aggregate state: the HUD
+-- reads it with maxMerge).
+CREATE OR REPLACE VIEW tests.distinct_names AS
+SELECT name, classname, file, file AS invoking_file, maxState(toDateTime64(uploaded_at, 9, 'UTC')) AS last_run
+FROM test_results FINAL
+GROUP BY name, classname, file;
+
+-- Runner cost, from relay-lifecycle's usage events (cluster_events, kind
+-- usage, per node group): one row per node group and usage interval, its
+-- node-seconds as duration. Relay knows no prices: cost is 0, so the cost
+-- pages (which keep cost > 0) show nothing and the duration pages show
+-- relay's node-seconds. owning_account and group_repo are the cluster's
+-- team (relay's clusters belong to teams, not repositories), runner_type
+-- and instance_type its node group.
+CREATE OR REPLACE VIEW misc.runner_cost AS
+SELECT
+  toDateTime64(at, 9, 'UTC') AS date,
+  toFloat64(0) AS cost,
+  node_seconds AS duration,
+  team AS owning_account,
+  team AS group_repo,
+  provider,
+  node_group AS runner_type,
+  node_group AS instance_type,
+  toUInt8(0) AS gpu,
+  '' AS os,
+  '' AS job_name,
+  '' AS workflow_name,
+  cluster_id,
+  event_id
+FROM cluster_events FINAL
+WHERE kind = 'usage' AND node_group != '';
