@@ -443,7 +443,7 @@ SELECT
   delivery_id AS _id
 FROM webhook_deliveries FINAL
 WHERE event = 'pull_request' AND action = 'closed' AND p.merged
-ORDER BY received_at_ms DESC
+ORDER BY received_at_ms DESC, delivery_id
 LIMIT 1 BY repo, pr_num;
 
 -- What relay receives itself: views over relay's tables and the raw
@@ -604,7 +604,7 @@ SELECT p.number AS number, p.title AS title, p.body AS body, p.state AS state, p
        repo AS repository_full_name, concat(repo, '/', toString(number)) AS dynamoKey
 FROM webhook_deliveries FINAL
 WHERE event = 'pull_request'
-ORDER BY received_at_ms DESC
+ORDER BY received_at_ms DESC, delivery_id
 LIMIT 1 BY repo, number;
 
 -- default.issues (migration 4's) plus repository_url, author_association
@@ -621,7 +621,7 @@ SELECT i.number AS number, i.title AS title, i.state AS state, i.html_url AS htm
        repo AS repository_full_name, concat(repo, '/', toString(number)) AS dynamoKey
 FROM webhook_deliveries FINAL
 WHERE event = 'issues'
-ORDER BY received_at_ms DESC
+ORDER BY received_at_ms DESC, delivery_id
 LIMIT 1 BY repo, number;
 
 -- Comments on issues and pull requests: one row per comment, its newest
@@ -635,7 +635,7 @@ SELECT c.id AS id, c.body AS body, c.html_url AS html_url, c.issue_url AS issue_
        c.user AS user, repo AS repository_full_name, concat(repo, '/', toString(c.id)) AS dynamoKey
 FROM webhook_deliveries FINAL
 WHERE event = 'issue_comment'
-ORDER BY received_at_ms DESC
+ORDER BY received_at_ms DESC, delivery_id
 LIMIT 1 BY repo, id;
 
 -- Pull request reviews: one row per review, its newest delivery.
@@ -647,7 +647,7 @@ SELECT r AS review, JSONExtractString(payload, 'action') AS action,
        concat(repo, '/', toString(r.id)) AS dynamoKey
 FROM webhook_deliveries FINAL
 WHERE event = 'pull_request_review'
-ORDER BY received_at_ms DESC
+ORDER BY received_at_ms DESC, delivery_id
 LIMIT 1 BY repo, tupleElement(r, 'id');
 
 -- Labels added to and removed from issues and pull requests: one row per

@@ -102,7 +102,7 @@ SELECT p.number AS number, p.title AS title, p.body AS body, p.state AS state, p
        repo AS repository_full_name, concat(repo, '/', toString(number)) AS dynamoKey
 FROM webhook_deliveries FINAL
 WHERE event = 'pull_request'
-ORDER BY received_at_ms DESC
+ORDER BY received_at_ms DESC, delivery_id
 LIMIT 1 BY repo, number;
 
 -- Migration 6's view, over hud_issue.
@@ -115,7 +115,7 @@ SELECT i.number AS number, i.title AS title, i.state AS state, i.html_url AS htm
        repo AS repository_full_name, concat(repo, '/', toString(number)) AS dynamoKey
 FROM webhook_deliveries FINAL
 WHERE event = 'issues'
-ORDER BY received_at_ms DESC
+ORDER BY received_at_ms DESC, delivery_id
 LIMIT 1 BY repo, number;
 
 -- Migration 6's view, over hud_issue_comment.
@@ -126,7 +126,7 @@ SELECT c.id AS id, c.body AS body, c.html_url AS html_url, c.issue_url AS issue_
        c.user AS user, repo AS repository_full_name, concat(repo, '/', toString(c.id)) AS dynamoKey
 FROM webhook_deliveries FINAL
 WHERE event = 'issue_comment'
-ORDER BY received_at_ms DESC
+ORDER BY received_at_ms DESC, delivery_id
 LIMIT 1 BY repo, id;
 
 -- Migration 6's view, over hud_workflow_run (p); the downstream runs' p
@@ -224,7 +224,7 @@ SELECT
   delivery_id AS _id
 FROM webhook_deliveries FINAL
 WHERE event = 'pull_request' AND action = 'closed' AND p.merged
-ORDER BY received_at_ms DESC
+ORDER BY received_at_ms DESC, delivery_id
 LIMIT 1 BY repo, pr_num;
 
 -- Migration 4's view, over hud_issue (a superset of the fields it parsed).
