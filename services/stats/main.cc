@@ -2,6 +2,10 @@
 // commands.
 //   relay-stats [--config FILE] [--port-file FILE]        serve (ingest, rollups)
 //   relay-stats migrate [--config FILE] [--to N]          apply schema migrations
+//                                                         (on a cluster: their cluster form)
+//   relay-stats cluster-schema [--cluster NAME] [--database DB]
+//                                                         the migrations' cluster form
+//                                                         (deploy/clickhouse/cluster/relay-cluster.sql)
 //   relay-stats tier-report [--config FILE] [--json]      CRCR tier health verdicts
 //   relay-stats query NAME [--config FILE] [--param K=V]... [--format F]
 //   relay-stats query NAME --print-sql [--param K=V]...  the SQL it would run (for 18.x)
@@ -19,6 +23,7 @@
 #include "relay/base/config.h"
 #include "relay/base/log.h"
 #include "relay/service/host.h"
+#include "relay/stats/cluster_schema.h"
 #include "relay/stats/migrate.h"
 #include "relay/stats/sql_files.h"
 #include "relay/stats/stats_service.h"
@@ -33,6 +38,7 @@ int Usage(const std::string& why) {
   std::cerr << "relay-stats: " << why << "\n"
             << "usage: relay-stats [--config FILE] [--port-file FILE]\n"
             << "       relay-stats migrate [--config FILE] [--to N]\n"
+            << "       relay-stats cluster-schema [--cluster NAME] [--database DB]\n"
             << "       relay-stats tier-report [--config FILE] [--json]\n"
             << "       relay-stats query NAME [--config FILE] [--param NAME=VALUE]... [--format FORMAT] [--print-sql]\n"
             << "       relay-stats query --list\n";
@@ -46,7 +52,7 @@ int Fail(const absl::Status& s) {
 
 struct Args {
   std::string config_path;
-  std::optional<std::string> to, format, name;
+  std::optional<std::string> to, format, name, cluster, database;
   std::map<std::string, std::string> params;
   bool json = false, list = false, print_sql = false;
 };
@@ -72,6 +78,12 @@ bool Parse(int argc, char** argv, Args& a, std::string& why) {
     } else if (arg == "--param") {
       if (!value(v) || v.find('=') == std::string::npos) return why = "--param needs NAME=VALUE", false;
       a.params[v.substr(0, v.find('='))] = v.substr(v.find('=') + 1);
+    } else if (arg == "--cluster") {
+      if (!value(v)) return why = "--cluster needs a name", false;
+      a.cluster = v;
+    } else if (arg == "--database") {
+      if (!value(v)) return why = "--database needs a name", false;
+      a.database = v;
     } else if (arg == "--json") {
       a.json = true;
     } else if (arg == "--list") {
@@ -87,10 +99,11 @@ bool Parse(int argc, char** argv, Args& a, std::string& why) {
   return true;
 }
 
-absl::StatusOr<relay::clickhouse::ClientOptions> LoadClickHouse(const std::string& path) {
+absl::StatusOr<relay::clickhouse::ClientOptions> LoadClickHouse(const std::string& path,
+                                                                std::string* cluster = nullptr) {
   auto config = Config::Load(path, Config::ProcessEnvironment());
   if (!config.ok()) return config.status();
-  auto options = stats::ReadClickHouseOptions(*config);
+  auto options = stats::ReadClickHouseOptions(*config, cluster);
   config->AlsoKnown(relay::service::SuiteKeys());
   if (auto st = config->Finish(); !st.ok()) return st;
   return options;
@@ -103,10 +116,12 @@ int Migrate(const Args& a) {
     if (!absl::SimpleAtoi(*a.to, &n)) return Usage("--to needs a number");
     to = n;
   }
-  auto options = LoadClickHouse(a.config_path);
+  std::string cluster;
+  auto options = LoadClickHouse(a.config_path, &cluster);
   if (!options.ok()) return Fail(options.status());
-  auto r = stats::Migrate(*options, to);
+  auto r = stats::Migrate(*options, to, cluster);
   if (!r.ok()) return Fail(r.status());
+  if (!cluster.empty()) std::cout << "on the cluster " << cluster << "\n";
   for (const auto& why : r->skipped) std::cout << "skipped " << why << "\n";
   if (r->applied.empty() && r->skipped.empty()) {
     std::cout << "schema at migration " << r->to << " in " << options->database << ": nothing to apply\n";
@@ -114,6 +129,13 @@ int Migrate(const Args& a) {
     for (const auto& name : r->applied) std::cout << "applied " << name << "\n";
     std::cout << "schema at migration " << r->to << " in " << options->database << " (was " << r->from << ")\n";
   }
+  return 0;
+}
+
+int ClusterSchema(const Args& a) {
+  auto sql = stats::ClusterVariant({a.cluster.value_or("{cluster}"), a.database.value_or("relay")});
+  if (!sql.ok()) return Fail(sql.status());
+  std::cout << *sql;
   return 0;
 }
 
@@ -167,6 +189,7 @@ int main(int argc, char** argv) {
     if (!Parse(argc - 2, argv + 2, a, why)) return Usage(why);
     if (cmd == "migrate") return Migrate(a);
     if (cmd == "tier-report") return TierReport(a);
+    if (cmd == "cluster-schema") return ClusterSchema(a);
     if (cmd == "query") return Query(a);
     return Usage("unknown command " + cmd);
   }

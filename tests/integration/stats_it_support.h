@@ -76,12 +76,15 @@ class StatsStack {
  public:
   // `dead_letter_topics`: false leaves the inputs' .dlq topics out (a
   // consumer that must dead-letter then stops for good).
-  explicit StatsStack(const std::string& name, bool dead_letter_topics = true)
+  // `cluster`: the ClickHouse is the cluster of RELAY_IT_CLICKHOUSE_CLUSTER_DIR
+  // (relay-stats with stats.clickhouse.cluster set to its name).
+  explicit StatsStack(const std::string& name, bool dead_letter_topics = true, bool cluster = false)
       : dir_(Env("RELAY_IT_DIR") + "/stats-" + name + "-" + Unique()),
         prefix_("it" + Unique() + "."),
         database_("it_" + name + "_" + Unique()),
-        clickhouse_dir_(Env("RELAY_IT_CLICKHOUSE_DIR")),
-        url_(Trim(ReadFile(clickhouse_dir_ + "/url"))) {
+        clickhouse_dir_(Env(cluster ? "RELAY_IT_CLICKHOUSE_CLUSTER_DIR" : "RELAY_IT_CLICKHOUSE_DIR")),
+        url_(Trim(ReadFile(clickhouse_dir_ + "/url"))),
+        cluster_(cluster ? Trim(ReadFile(clickhouse_dir_ + "/cluster")) : "") {
     testing::RunCommand("mkdir -p " + dir_);
     for (const char* t : kInputs) {
       EXPECT_EQ(testing::CreateTopic(testing::FixtureBootstrap(), Topic(t), 3), "");
@@ -96,14 +99,19 @@ class StatsStack {
     co.url = url_;
     co.database = database_;
     co.max_attempts = 1;
+    // The test's own reads see every shard once, as relay-stats' do.
+    if (!cluster_.empty()) co.settings["distributed_product_mode"] = "global";
     client_ = std::move(*clickhouse::Client::New(co));
   }
   ~StatsStack() {
     procs_.clear();
     clickhouse::ClientOptions co;
     co.url = url_;
-    if (auto c = clickhouse::Client::New(co); c.ok()) (void)(*c)->Query("DROP DATABASE IF EXISTS " + database_);
+    if (auto c = clickhouse::Client::New(co); c.ok()) {
+      (void)(*c)->Query("DROP DATABASE IF EXISTS " + database_ + (cluster_.empty() ? "" : " ON CLUSTER " + cluster_));
+    }
   }
+  const std::string& cluster() const { return cluster_; }
 
   std::string Topic(const std::string& t) const { return prefix_ + t; }
   const std::string& database() const { return database_; }
@@ -123,6 +131,7 @@ class StatsStack {
   std::map<std::string, std::string> Environment(std::map<std::string, std::string> env = {}) const {
     env.emplace("RELAY_CLICKHOUSE_URL", url_);
     env.emplace("RELAY_CLICKHOUSE_DATABASE", database_);
+    if (!cluster_.empty()) env.emplace("RELAY_STATS_CLICKHOUSE_CLUSTER", cluster_);
     return env;
   }
   std::string EnvPrefix() const {
@@ -233,7 +242,7 @@ class StatsStack {
   }
 
  private:
-  std::string dir_, prefix_, database_, clickhouse_dir_, url_;
+  std::string dir_, prefix_, database_, clickhouse_dir_, url_, cluster_;
   std::unique_ptr<kafka::Producer> producer_;
   std::unique_ptr<clickhouse::Client> client_;
   std::map<int, std::unique_ptr<Subprocess>> procs_;

@@ -13,6 +13,7 @@
 #include "relay/base/digest.h"
 #include "relay/base/log.h"
 #include "relay/base/status.h"
+#include "relay/stats/cluster_schema.h"
 #include "relay/stats/sql_files.h"
 
 namespace relay::stats {
@@ -96,6 +97,37 @@ absl::StatusOr<std::pair<int, int>> RequiredServer(std::string_view name, std::s
   return std::pair{0, 0};
 }
 
+// A database migrated for a cluster holds a Distributed ledger; one
+// migrated for a single node, a plain one. Either, used the other way,
+// would write past the cluster's guarantees (or fail table by table).
+absl::Status CheckMode(clickhouse::Client& client, const std::string& database, const std::string& cluster) {
+  RELAY_ASSIGN_OR_RETURN(std::string engine,
+                         client.Query("SELECT engine FROM system.tables WHERE database = " + clickhouse::Quote(database) +
+                                      " AND name = 'schema_migrations'"));
+  engine = std::string(absl::StripAsciiWhitespace(engine));
+  if (!cluster.empty() && !engine.empty() && engine != "Distributed") {
+    return absl::FailedPreconditionError(
+        "stats.clickhouse.cluster is set but this database holds a single-node schema: a cluster needs a database "
+        "of its own, filled by a replay (docs/capacity.md, \"Moving to a cluster\")");
+  }
+  if (cluster.empty() && engine == "Distributed") {
+    return absl::FailedPreconditionError(
+        "this database was migrated for a cluster: set stats.clickhouse.cluster to its name");
+  }
+  return absl::OkStatus();
+}
+
+// Runs one schema statement: as it is, or its cluster form.
+absl::Status Apply(clickhouse::Client& client, const clickhouse::ClientOptions& options, const std::string& statement,
+                   const std::string& cluster) {
+  if (cluster.empty()) return client.Query(statement).status();
+  RELAY_ASSIGN_OR_RETURN(auto statements, ClusterStatements(statement, {cluster, options.database}));
+  for (const ClusterStatement& st : statements) {
+    RELAY_RETURN_IF_ERROR(st.per_shard ? RunOnEveryShard(options, cluster, st.sql) : client.Query(st.sql).status());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<Migration>> LoadMigrations() {
@@ -117,8 +149,14 @@ absl::StatusOr<std::vector<Migration>> LoadMigrations() {
 
 int LatestSchemaVersion() { return static_cast<int>(EmbeddedMigrations().size()); }
 
-absl::StatusOr<int> AppliedSchemaVersion(clickhouse::Client& client) {
+absl::StatusOr<int> AppliedSchemaVersion(clickhouse::Client& client, const std::string& cluster) {
   RELAY_ASSIGN_OR_RETURN(auto migrations, LoadMigrations());
+  auto database = client.Query("SELECT currentDatabase()");
+  if (!database.ok()) {
+    if (database.status().code() == absl::StatusCode::kNotFound) return 0;  // no database yet: nothing applied
+    return database.status();
+  }
+  RELAY_RETURN_IF_ERROR(CheckMode(client, std::string(absl::StripAsciiWhitespace(*database)), cluster));
   auto ledger = ReadLedger(client);
   if (!ledger.ok()) {
     if (ledger.status().code() == absl::StatusCode::kNotFound) return 0;  // no ledger table: nothing applied
@@ -128,7 +166,8 @@ absl::StatusOr<int> AppliedSchemaVersion(clickhouse::Client& client) {
   return Top(*ledger);
 }
 
-absl::StatusOr<MigrateResult> Migrate(const clickhouse::ClientOptions& options, std::optional<int> to) {
+absl::StatusOr<MigrateResult> Migrate(const clickhouse::ClientOptions& options, std::optional<int> to,
+                                      const std::string& cluster) {
   RELAY_ASSIGN_OR_RETURN(auto migrations, LoadMigrations());
   int target = to.value_or(static_cast<int>(migrations.size()));
   if (target < 0 || target > static_cast<int>(migrations.size())) {
@@ -138,11 +177,15 @@ absl::StatusOr<MigrateResult> Migrate(const clickhouse::ClientOptions& options, 
     clickhouse::ClientOptions o = options;
     o.database = "default";
     RELAY_ASSIGN_OR_RETURN(auto admin, clickhouse::Client::New(o));
-    RELAY_RETURN_IF_ERROR(
-        admin->Query("CREATE DATABASE IF NOT EXISTS " + clickhouse::QuoteIdentifier(options.database)).status());
+    RELAY_RETURN_IF_ERROR(CheckMode(*admin, options.database, cluster));
+    RELAY_RETURN_IF_ERROR(admin
+                              ->Query(absl::StrCat("CREATE DATABASE IF NOT EXISTS ",
+                                                   clickhouse::QuoteIdentifier(options.database),
+                                                   cluster.empty() ? "" : " ON CLUSTER " + clickhouse::Quote(cluster)))
+                              .status());
   }
   RELAY_ASSIGN_OR_RETURN(auto client, clickhouse::Client::New(options));
-  RELAY_RETURN_IF_ERROR(client->Query(kCreateLedger).status());
+  RELAY_RETURN_IF_ERROR(Apply(*client, options, kCreateLedger, cluster));
   RELAY_ASSIGN_OR_RETURN(auto ledger, ReadLedger(*client));
   RELAY_RETURN_IF_ERROR(CheckLedger(ledger, migrations));
   MigrateResult result;
@@ -178,9 +221,8 @@ absl::StatusOr<MigrateResult> Migrate(const clickhouse::ClientOptions& options, 
       continue;
     }
     for (size_t i = 0; i < m.statements.size(); ++i) {
-      auto st = client->Query(m.statements[i]);
-      if (!st.ok()) {
-        return absl::Status(st.status().code(), absl::StrCat(m.name, ", statement ", i + 1, ": ", st.status().message()));
+      if (absl::Status st = Apply(*client, options, m.statements[i], cluster); !st.ok()) {
+        return absl::Status(st.code(), absl::StrCat(m.name, ", statement ", i + 1, ": ", st.message()));
       }
     }
     RELAY_RETURN_IF_ERROR(record(m, m.name));

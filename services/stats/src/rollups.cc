@@ -86,9 +86,18 @@ absl::StatusOr<RefreshResult> Refresh(clickhouse::Client& client, const std::fun
   return result;
 }
 
-absl::Status PruneSnapshots(clickhouse::Client& client) {
+absl::Status PruneSnapshots(clickhouse::Client& client, const ClusterTarget& target,
+                            const clickhouse::ClientOptions& options) {
   for (const char* statement : {"prune_test_flaky_daily", "prune_test_slowest_daily"}) {
-    auto r = Run(client, statement, {});
+    absl::StatusOr<std::string> r;
+    if (target.cluster.empty()) {
+      r = Run(client, statement, {});
+    } else {
+      RELAY_ASSIGN_OR_RETURN(NamedQuery q, FindRollup(statement));
+      RELAY_ASSIGN_OR_RETURN(std::string sql, ClusterMutation(q.sql, target));
+      absl::Status st = RunOnEveryShard(options, target.cluster, sql);
+      r = st.ok() ? absl::StatusOr<std::string>("") : absl::StatusOr<std::string>(st);
+    }
     if (!r.ok()) return absl::Status(r.status().code(), absl::StrCat(statement, ": ", r.status().message()));
   }
   return absl::OkStatus();

@@ -137,6 +137,11 @@ class StatsService final : public service::Service {
                                        {"max_memory_usage", absl::StrCat(s.hud_max_memory_usage)},
                                        {"max_threads", absl::StrCat(s.hud_max_threads)},
                                        {"priority", "2"}};
+    // On a cluster the pages read as every other reader does (one
+    // server's results); the insert settings do not concern them.
+    if (auto it = s.clickhouse.settings.find("distributed_product_mode"); it != s.clickhouse.settings.end()) {
+      hud_options.clickhouse.settings.insert(*it);
+    }
     hud_options.threads = s.hud_threads;
     hud_options.timeout = s.hud_timeout;
     hud_options.cache.ttl = s.hud_cache_ttl;
@@ -207,6 +212,7 @@ class StatsService final : public service::Service {
     consumer_->Start(batches, [this](kafka::Batch& b) { return HandleBatch(b); });
     log::Info("relay-stats configured", {{"clickhouse", s.clickhouse.url},
                                          {"database", s.clickhouse.database},
+                                         {"cluster", s.clickhouse_cluster},
                                          {"batch_rows", static_cast<int64_t>(s.batch_rows)},
                                          {"max_buffer_bytes", s.max_buffer_bytes}});
     return absl::OkStatus();
@@ -308,7 +314,9 @@ class StatsService final : public service::Service {
     computed_since_prune_ += r->windows;
     auto now = std::chrono::steady_clock::now();
     if (computed_since_prune_ > 0 && now - last_prune_ >= settings_.snapshot_prune_interval) {
-      if (absl::Status st = PruneSnapshots(*refresher_); !st.ok()) {
+      if (absl::Status st = PruneSnapshots(*refresher_, {settings_.clickhouse_cluster, settings_.clickhouse.database},
+                                         settings_.clickhouse);
+          !st.ok()) {
         errors_.Add({{"code", ErrorLabel(st)}, {"op", "prune"}}).Increment();
         log::Warn("pruning superseded snapshots failed; retried next round", {{"error", std::string(st.message())}});
       } else {
@@ -321,10 +329,16 @@ class StatsService final : public service::Service {
 
   void CheckClickHouse() {
     absl::Status health;
-    auto version = AppliedSchemaVersion(*checker_);
+    auto version = AppliedSchemaVersion(*checker_, settings_.clickhouse_cluster);
     if (!version.ok()) {
       errors_.Add({{"code", ErrorLabel(version.status())}, {"op", "check"}}).Increment();
-      health = absl::UnavailableError(absl::StrCat("clickhouse: ", version.status().message()));
+      // The ledger is read through its Distributed table, from every
+      // shard: 279 (ALL_CONNECTION_TRIES_FAILED) is a shard none of whose
+      // replicas answers, and ingestion waits for it.
+      bool shard_down = !settings_.clickhouse_cluster.empty() && clickhouse::ServerErrorCode(version.status()) == 279;
+      health = absl::UnavailableError(absl::StrCat(
+          "clickhouse: ", shard_down ? "a shard of cluster " + settings_.clickhouse_cluster + " is unreachable: " : "",
+          version.status().message()));
     } else {
       schema_version_.Set(*version);
       // Days are UTC days (computed here from UTC times); today() and
@@ -389,13 +403,34 @@ class StatsService final : public service::Service {
 
 }  // namespace
 
-clickhouse::ClientOptions ReadClickHouseOptions(Config& config) {
+clickhouse::ClientOptions ReadClickHouseOptions(Config& config, std::string* cluster) {
   clickhouse::ClientOptions o;
   o.url = config.String("clickhouse.url", "http://127.0.0.1:8123");
   o.database = config.String("clickhouse.database", "relay");
   o.user = config.String("clickhouse.user", "default");
   o.password = ReadSecretFile(config, "clickhouse.password_file");
   o.timeout = config.Duration("clickhouse.timeout", 60s, 1s, 1h);
+  std::string name = config.String("stats.clickhouse.cluster", "");
+  int64_t quorum = config.Int("stats.clickhouse.insert_quorum", 2, 1, 16);
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') {
+      config.Fail("stats.clickhouse.cluster", "'" + name + "' is not a cluster name (letters, digits, '_', '-')");
+      break;
+    }
+  }
+  if (!name.empty()) {
+    // Both waits end before the request does, so the server's own error
+    // (which replica, which shard) is what the caller sees.
+    int64_t half_ms = std::max<int64_t>(1000, o.timeout.count() / 2);
+    o.settings["distributed_product_mode"] = "global";
+    o.settings["insert_distributed_sync"] = "1";
+    o.settings["insert_distributed_timeout"] = absl::StrCat(half_ms / 1000);
+    if (quorum > 1) {
+      o.settings["insert_quorum"] = absl::StrCat(quorum);
+      o.settings["insert_quorum_timeout"] = absl::StrCat(half_ms);
+    }
+  }
+  if (cluster) *cluster = name;
   return o;
 }
 
@@ -403,7 +438,7 @@ absl::StatusOr<StatsSettings> LoadSettings(Config& config, const service::Common
   StatsSettings s;
   s.kafka = service::ReadProducerOptions(config, "relay-stats");
   s.group_id = config.String("kafka.group_id", "relay-stats");
-  s.clickhouse = ReadClickHouseOptions(config);
+  s.clickhouse = ReadClickHouseOptions(config, &s.clickhouse_cluster);
   s.batch_rows = static_cast<size_t>(config.Int("stats.batch_rows", 100'000, 1'000, 10'000'000));
   s.batch_interval = config.Duration("stats.batch_interval", 1s, 10ms, 60s);
   s.max_buffer_bytes = config.Bytes("stats.max_buffer_bytes", 256LL << 20, 16LL << 20, 64LL << 30);

@@ -60,5 +60,34 @@ TEST(StatsSettings, AMalformedTrustSettingIsRefusedNamingTheKey) {
   EXPECT_THAT(id.errors(), HasSubstr("(RELAY_STATS_CI_DISABLED_USER_IDS): 'pytorch-bot' is not a GitHub user id"));
 }
 
+// stats.clickhouse.cluster: every request to a cluster carries the settings
+// that make its reads equal one server's and its inserts acknowledged only
+// once on their shard's quorum; one server gets none of them.
+TEST(StatsSettings, AClusterAddsItsSettingsToEveryClient) {
+  Loaded single = Load({});
+  ASSERT_TRUE(single.finish.ok()) << single.finish;
+  EXPECT_EQ(single.settings.clickhouse_cluster, "");
+  EXPECT_TRUE(single.settings.clickhouse.settings.empty());
+
+  Loaded c = Load({{"RELAY_STATS_CLICKHOUSE_CLUSTER", "relay"}, {"RELAY_CLICKHOUSE_TIMEOUT", "30s"}});
+  ASSERT_TRUE(c.finish.ok()) << c.finish;
+  EXPECT_EQ(c.settings.clickhouse_cluster, "relay");
+  const auto& set = c.settings.clickhouse.settings;
+  EXPECT_EQ(set.at("distributed_product_mode"), "global");
+  EXPECT_EQ(set.at("insert_distributed_sync"), "1");
+  EXPECT_EQ(set.at("insert_distributed_timeout"), "15");
+  EXPECT_EQ(set.at("insert_quorum"), "2");
+  EXPECT_EQ(set.at("insert_quorum_timeout"), "15000");
+
+  Loaded one = Load({{"RELAY_STATS_CLICKHOUSE_CLUSTER", "relay"}, {"RELAY_STATS_CLICKHOUSE_INSERT_QUORUM", "1"}});
+  ASSERT_TRUE(one.finish.ok()) << one.finish;
+  EXPECT_EQ(one.settings.clickhouse.settings.count("insert_quorum"), 0u);
+  EXPECT_EQ(one.settings.clickhouse.settings.at("insert_distributed_sync"), "1");
+
+  Loaded bad = Load({{"RELAY_STATS_CLICKHOUSE_CLUSTER", "relay'; DROP"}});
+  EXPECT_THAT(bad.errors(), HasSubstr("stats.clickhouse.cluster (RELAY_STATS_CLICKHOUSE_CLUSTER): 'relay'; DROP' is "
+                                      "not a cluster name"));
+}
+
 }  // namespace
 }  // namespace relay::stats

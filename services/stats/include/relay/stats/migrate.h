@@ -11,6 +11,12 @@
 // on an older server: recorded in the ledger as skipped (so the services,
 // which need the latest version, still start), reported, and applied by a
 // later `migrate` once the server is new enough.
+//
+// On a cluster (`cluster`: its remote_servers name; empty: one server) every
+// statement, the ledger's too, is applied in its cluster form
+// (cluster_schema.h: replicated local tables and Distributed tables, ON
+// CLUSTER), recorded in the same ledger (read through its Distributed
+// table). A database migrated one way is refused the other way.
 #pragma once
 
 #include <optional>
@@ -46,10 +52,13 @@ struct MigrateResult {
 
 // Creates options.database if needed, then applies migrations up to `to`
 // (default: the latest).
-absl::StatusOr<MigrateResult> Migrate(const clickhouse::ClientOptions& options, std::optional<int> to);
+absl::StatusOr<MigrateResult> Migrate(const clickhouse::ClientOptions& options, std::optional<int> to,
+                                      const std::string& cluster = "");
 
 // The highest applied version (0: none), after checking every applied
 // migration still matches its file.
-absl::StatusOr<int> AppliedSchemaVersion(clickhouse::Client& client);
+// FailedPrecondition when the database was migrated for a cluster and
+// `cluster` is empty, or the other way round.
+absl::StatusOr<int> AppliedSchemaVersion(clickhouse::Client& client, const std::string& cluster = "");
 
 }  // namespace relay::stats

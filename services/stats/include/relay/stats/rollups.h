@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "relay/clickhouse/client.h"
+#include "relay/stats/cluster_schema.h"
 #include "relay/stats/rows.h"
 
 namespace relay::stats {
@@ -51,7 +52,12 @@ absl::StatusOr<RefreshResult> Refresh(clickhouse::Client& client, const std::fun
 // (test_flaky_daily, test_slowest_daily): rows of a window that are not of
 // its latest computation, which is all the dashboards read. ClickHouse
 // mutations, asynchronous: the rows go once the server has applied them.
-absl::Status PruneSnapshots(clickhouse::Client& client);
+// On a cluster (target.cluster set) they run on the _local tables of each
+// shard (one replica of it, reached through `options`: RunOnEveryShard),
+// each shard pruning its own windows (ClusterMutation: a window is on one
+// shard).
+absl::Status PruneSnapshots(clickhouse::Client& client, const ClusterTarget& target = {},
+                            const clickhouse::ClientOptions& options = {});
 
 // The HUD's queue-time snapshot (rollups/queue_times_snapshot.sql) into
 // default.queue_times_historical. false: that table is not there (the HUD

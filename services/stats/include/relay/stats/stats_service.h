@@ -31,6 +31,10 @@ struct StatsSettings {
   std::string group_id = "relay-stats";
   Topics topics;
   clickhouse::ClientOptions clickhouse;
+  // stats.clickhouse.cluster: the remote_servers name of a ClickHouse
+  // cluster (empty: one server). Set, every client above carries the
+  // cluster's settings (ReadClickHouseOptions) and the prunes run ON CLUSTER.
+  std::string clickhouse_cluster;
   size_t batch_rows = 100'000;                  // rows per insert, at most
   std::chrono::milliseconds batch_interval{1000};  // a batch waits at most this long to fill
   int64_t max_buffer_bytes = 256LL << 20;       // records prefetched + in hand + rows built
@@ -61,8 +65,15 @@ struct StatsSettings {
   int ci_disabled_days = 365;                         // issues whose latest delivery is older are not read
 };
 
-// clickhouse.* keys (shared by the service and its subcommands).
-clickhouse::ClientOptions ReadClickHouseOptions(Config& config);
+// clickhouse.* and stats.clickhouse.* keys (shared by the service and its
+// subcommands). With stats.clickhouse.cluster set (its name in *cluster),
+// the options carry the settings every request to a cluster needs:
+// distributed_product_mode=global (a subquery over a Distributed table reads
+// every shard once, so results equal one server's), insert_distributed_sync=1
+// and insert_quorum=stats.clickhouse.insert_quorum (an insert returns once
+// every row is on its shard's quorum of replicas), with both waits bounded
+// by half of clickhouse.timeout.
+clickhouse::ClientOptions ReadClickHouseOptions(Config& config, std::string* cluster = nullptr);
 absl::StatusOr<StatsSettings> LoadSettings(Config& config, const service::CommonSettings& common);
 service::Definition Definition();
 
