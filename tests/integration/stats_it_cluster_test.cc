@@ -1,9 +1,10 @@
 // relay-stats on a ClickHouse cluster (2 shards x 2 replicas of Debian's
 // 18.16, one ZooKeeper: the clickhouse_cluster fixture) beside one server
 // (the clickhouse fixture): the same records into both give the same
-// answer to every named query and the tier report; migrate applies the
-// cluster form of the schema and refuses a database of the other kind; the
-// snapshot prunes run ON CLUSTER. Label `cluster`, on demand
+// answer to every named query, the tier report, the HUD pages and the CI
+// files; migrate applies the cluster form of the schema and refuses a
+// database of the other kind; the snapshot prunes run per shard; a move
+// from one server to the cluster by a replay. Label `cluster`, on demand
 // (tools/dev test --cluster).
 #include "stats_it_support.h"
 
@@ -32,6 +33,27 @@ std::string OnNode(const std::string& url, const std::string& database, const st
   return r.ok() ? Trim(*r) : "";
 }
 
+// What relay-stats serves from the tables: the HUD's pages and the CI
+// files, each body by path, read once a CI files refresh has started after
+// the last row landed (the refresh counter moved twice past
+// `refreshes_before`, read after it landed).
+std::map<std::string, std::string> Served(uint16_t port, const std::string& repo, double refreshes_before) {
+  std::string refreshes = "relay_stats_ci_file_refreshes_total{file=\"test-times.json\",result=\"ok\"}";
+  EXPECT_TRUE(testing::WaitFor([&] { return testing::MetricValue(port, refreshes) >= refreshes_before + 2; }, 60s,
+                               200ms));
+  std::map<std::string, std::string> out;
+  for (std::string path : {"/hud", "/hud?days=30&per_page=50", "/hud/repo?name=" + repo, "/hud/tiers", "/hud/cost",
+                           std::string("/hud/test?name=test_flaky&classname=TestOps"),
+                           std::string("/ci/test-times.json"), std::string("/ci/test-class-times.json"),
+                           std::string("/ci/slow-tests.json"), std::string("/ci/disabled-tests-condensed.json"),
+                           std::string("/ci/flaky-tests.json")}) {
+    auto r = HttpClient("127.0.0.1", port).Get(path);
+    EXPECT_EQ(r.status, 200) << path << ": " << r.body;
+    out[path] = r.body;
+  }
+  return out;
+}
+
 TEST(StatsItCluster, EveryQueryAnswersAsOnOneServer) {
   StatsStack one("one");
   StatsStack cluster("cluster", true, /*cluster=*/true);
@@ -41,14 +63,16 @@ TEST(StatsItCluster, EveryQueryAnswersAsOnOneServer) {
   EXPECT_THAT(out, HasSubstr("applied 0001_tables.sql"));
   EXPECT_THAT(out, HasSubstr("skipped 0004_hud.sql: needs ClickHouse >= 23.3, the server is 18.16"));
   one.Migrate();
-  // Every node has every table: the replicated local tables and the
-  // Distributed ones (the ledger's too).
+  // Every node has every table of one server's schema twice: as a
+  // replicated local table and as a Distributed one (the ledger too).
+  std::string tables = one.Query("SELECT count() FROM system.tables WHERE database = currentDatabase()");
+  ASSERT_GT(std::stoi(tables), 10);
   for (const auto& [node, url] : Nodes(Env("RELAY_IT_CLICKHOUSE_CLUSTER_DIR"))) {
     if (node.rfind("zk-", 0) == 0) continue;
     EXPECT_EQ(OnNode(url, cluster.database(),
                      "SELECT countIf(engine = 'Distributed'), countIf(engine = 'ReplicatedReplacingMergeTree') "
                      "FROM system.tables WHERE database = currentDatabase() FORMAT CSV"),
-              "15,15")
+              tables + "," + tables)
         << node;
   }
   EXPECT_EQ(cluster.Query("SELECT count() FROM schema_migrations FINAL"), one.Query("SELECT count() FROM schema_migrations FINAL"));
@@ -56,14 +80,25 @@ TEST(StatsItCluster, EveryQueryAnswersAsOnOneServer) {
   Traffic t = MakeTraffic("cl" + Unique(), 12);
   ProduceTraffic(one, t);
   ProduceTraffic(cluster, t);
-  std::map<std::string, std::string> prune_fast = {{"RELAY_STATS_SNAPSHOT_PRUNE_INTERVAL", "1s"}};
-  ASSERT_NE(one.Start(1), 0) << ReadFile(one.Log(1));
-  uint16_t port = cluster.Start(1, prune_fast);
+  // CI files every second, the test's repo as the upstream whose issues
+  // may disable tests.
+  std::map<std::string, std::string> env = {{"RELAY_STATS_CI_FILES_INTERVAL", "1s"},
+                                            {"RELAY_STATS_CI_FILES_UPSTREAMS", t.repo}};
+  uint16_t one_port = one.Start(1, env);
+  ASSERT_NE(one_port, 0) << ReadFile(one.Log(1));
+  env["RELAY_STATS_SNAPSHOT_PRUNE_INTERVAL"] = "1s";
+  uint16_t port = cluster.Start(1, env);
   ASSERT_NE(port, 0) << ReadFile(cluster.Log(1));
   ExpectTables(one, t);
   ExpectTables(cluster, t);
   ASSERT_TRUE(one.RollupsSettled());
   ASSERT_TRUE(cluster.RollupsSettled());
+  std::string refreshes = "relay_stats_ci_file_refreshes_total{file=\"test-times.json\",result=\"ok\"}";
+  auto pages_one = Served(one_port, t.repo, testing::MetricValue(one_port, refreshes));
+  auto pages_cluster = Served(port, t.repo, testing::MetricValue(port, refreshes));
+  EXPECT_THAT(pages_one["/hud/repo?name=" + t.repo], HasSubstr("test_flaky"));
+  EXPECT_THAT(pages_one["/ci/test-times.json"], HasSubstr("test_ops"));
+  for (const auto& [path, body] : pages_one) EXPECT_EQ(pages_cluster[path], body) << path;
 
   // The rows are spread over both shards, each shard's on both replicas.
   auto nodes = Nodes(Env("RELAY_IT_CLICKHOUSE_CLUSTER_DIR"));
@@ -136,9 +171,6 @@ TEST(StatsItCluster, ADatabaseOfTheOtherKindIsRefused) {
   EXPECT_THAT(out, HasSubstr("this database was migrated for a cluster: set stats.clickhouse.cluster"));
 }
 
-}  // namespace
-}  // namespace relay
-
 // The way from one server to a cluster (docs/capacity.md, "Moving to a
 // cluster"): relay's topics are the source of truth, so a relay-stats on
 // the cluster, in a consumer group of its own, reads every input from the
@@ -172,3 +204,6 @@ TEST(StatsItCluster, MovingToAClusterByReplayingTheTopics) {
   ASSERT_EQ(sharded.size(), single.size());
   for (const auto& [name, result] : single) EXPECT_EQ(sharded[name], result) << name;
 }
+
+}  // namespace
+}  // namespace relay

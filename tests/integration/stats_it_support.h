@@ -99,8 +99,9 @@ class StatsStack {
     co.url = url_;
     co.database = database_;
     co.max_attempts = 1;
-    // The test's own reads see every shard once, as relay-stats' do.
-    if (!cluster_.empty()) co.settings["distributed_product_mode"] = "global";
+    // The test's own reads see every shard once, as relay-stats' do (its
+    // ClusterReadSettings, stats_service.cc, which says why).
+    if (!cluster_.empty()) co.settings = {{"distributed_product_mode", "global"}, {"prefer_localhost_replica", "0"}};
     client_ = std::move(*clickhouse::Client::New(co));
   }
   ~StatsStack() {
@@ -176,10 +177,14 @@ class StatsStack {
     if (!testing::WaitForFile(port_file, 30s)) return 0;
     uint16_t port = static_cast<uint16_t>(std::stoi(ReadFile(port_file)));
     auto deadline = std::chrono::steady_clock::now() + 60s;
+    std::string last;
     while (std::chrono::steady_clock::now() < deadline) {
-      if (HttpClient("127.0.0.1", port).Get("/readyz").status == 200) return port;
+      auto r = HttpClient("127.0.0.1", port).Get("/readyz");
+      if (r.status == 200) return port;
+      last = std::to_string(r.status) + " " + r.body;
       std::this_thread::sleep_for(100ms);
     }
+    ADD_FAILURE() << "relay-stats " << n << " not ready in 60 s; /readyz said: " << last;
     return 0;
   }
   void Stop(int n) { procs_.erase(n); }

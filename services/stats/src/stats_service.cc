@@ -139,8 +139,8 @@ class StatsService final : public service::Service {
                                        {"priority", "2"}};
     // On a cluster the pages read as every other reader does (one
     // server's results); the insert settings do not concern them.
-    if (auto it = s.clickhouse.settings.find("distributed_product_mode"); it != s.clickhouse.settings.end()) {
-      hud_options.clickhouse.settings.insert(*it);
+    if (!s.clickhouse_cluster.empty()) {
+      hud_options.clickhouse.settings.insert(ClusterReadSettings().begin(), ClusterReadSettings().end());
     }
     hud_options.threads = s.hud_threads;
     hud_options.timeout = s.hud_timeout;
@@ -403,6 +403,19 @@ class StatsService final : public service::Service {
 
 }  // namespace
 
+const std::map<std::string, std::string>& ClusterReadSettings() {
+  static const auto* settings = new std::map<std::string, std::string>{
+      {"distributed_product_mode", "global"},
+      // 18.16 answers a query with FINAL and ORDER BY on a Distributed
+      // table, read from the local replica, with "Cannot find column <the
+      // version column> in source stream" (seen on clickhouse-dev's
+      // cluster; schema_migrations' ledger read failed so). Reading every
+      // shard, the local one too, over the network avoids that path.
+      {"prefer_localhost_replica", "0"},
+  };
+  return *settings;
+}
+
 clickhouse::ClientOptions ReadClickHouseOptions(Config& config, std::string* cluster) {
   clickhouse::ClientOptions o;
   o.url = config.String("clickhouse.url", "http://127.0.0.1:8123");
@@ -422,7 +435,7 @@ clickhouse::ClientOptions ReadClickHouseOptions(Config& config, std::string* clu
     // Both waits end before the request does, so the server's own error
     // (which replica, which shard) is what the caller sees.
     int64_t half_ms = std::max<int64_t>(1000, o.timeout.count() / 2);
-    o.settings["distributed_product_mode"] = "global";
+    o.settings.insert(ClusterReadSettings().begin(), ClusterReadSettings().end());
     o.settings["insert_distributed_sync"] = "1";
     o.settings["insert_distributed_timeout"] = absl::StrCat(half_ms / 1000);
     if (quorum > 1) {

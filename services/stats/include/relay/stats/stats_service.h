@@ -13,6 +13,8 @@
 // The CI HUD's read-only pages are served under /hud (hud/pages.h).
 #pragma once
 
+#include <map>
+
 #include <chrono>
 #include <string>
 #include <vector>
@@ -74,6 +76,10 @@ struct StatsSettings {
 // every row is on its shard's quorum of replicas), with both waits bounded
 // by half of clickhouse.timeout.
 clickhouse::ClientOptions ReadClickHouseOptions(Config& config, std::string* cluster = nullptr);
+// What every read of a cluster needs (ReadClickHouseOptions' and the HUD
+// pages'): distributed_product_mode=global and prefer_localhost_replica=0
+// (stats_service.cc says why).
+const std::map<std::string, std::string>& ClusterReadSettings();
 absl::StatusOr<StatsSettings> LoadSettings(Config& config, const service::CommonSettings& common);
 service::Definition Definition();
 
