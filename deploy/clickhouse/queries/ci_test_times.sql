@@ -8,11 +8,13 @@
 -- file without a leading "test/" and without ".py" (test/distributed/
 -- test_c10d.py -> distributed/test_c10d). A file's time is its cases'
 -- durations summed per job run (one shard's share), averaged over the runs.
+-- Sums are taken over whole microseconds (integers): a sum of floats depends on the order
+-- it is added in, which differs between a cluster's shards and one server's threads.
 SELECT
     env,
     config,
     test_file,
-    round(avg(total), 3) AS seconds,
+    round(avg(total_us) / 1000000, 3) AS seconds,
     count() AS runs
 FROM
 (
@@ -21,7 +23,7 @@ FROM
         if(extract(job_name, '^(.*) /') = '', job_name, extract(job_name, '^(.*) /')) AS env,
         if(extract(job_name, '/ test \\(([A-Za-z0-9_-]*),') = '', 'default', extract(job_name, '/ test \\(([A-Za-z0-9_-]*),')) AS config,
         replaceRegexpOne(replaceRegexpOne(file, '^test/', ''), '\\.py$', '') AS test_file,
-        sum(duration) AS total
+        sum(toUInt64(round(duration * 1000000))) AS total_us
     FROM test_results FINAL
     WHERE day >= today() - {days:UInt32} AND file != ''
     GROUP BY job_id, env, config, test_file

@@ -6,12 +6,14 @@
 -- From the test_file_daily rollup. per_run_s: the file's total test time
 -- divided by the reports (job runs) it appeared in. repo '' = all,
 -- file '' = every file.
+-- duration_sum is summed as whole microseconds (integers): a sum of floats depends on the
+-- order it is added in, which differs between a cluster's shards and one server's threads.
 SELECT
     repo,
     file,
     max(tests) AS tests,
     sum(uploads) AS job_runs,
-    round(sum(duration_sum) / sum(uploads), 3) AS per_run_s,
+    round(sum(toUInt64(round(duration_sum * 1000000))) / 1000000 / sum(uploads), 3) AS per_run_s,
     sum(failed) AS failed,
     sum(skipped) AS skipped
 FROM test_file_daily FINAL

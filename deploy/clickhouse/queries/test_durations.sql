@@ -5,12 +5,14 @@
 -- param: limit UInt32 1000
 --
 -- From the test_daily rollup; file '' = every file. Means over runs not skipped.
+-- duration_sum is summed as whole microseconds (integers): a sum of floats depends on the
+-- order it is added in, which differs between a cluster's shards and one server's threads.
 SELECT
     file,
     classname,
     name,
     sum(runs - skipped) AS timed_runs,
-    round(sum(duration_sum) / greatest(sum(runs - skipped), 1), 3) AS mean_s,
+    round(sum(toUInt64(round(duration_sum * 1000000))) / 1000000 / greatest(sum(runs - skipped), 1), 3) AS mean_s,
     max(duration_max) AS max_s
 FROM test_daily FINAL
 WHERE repo = {repo:String}

@@ -432,6 +432,14 @@ clickhouse::ClientOptions ReadClickHouseOptions(Config& config, std::string* clu
     }
   }
   if (!name.empty()) {
+    for (char c : o.database) {
+      if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_') {
+        config.Fail("clickhouse.database", "'" + o.database +
+                                               "': on a cluster the database name is letters, digits and '_' (the "
+                                               "cluster form writes it into table names and ZooKeeper paths)");
+        break;
+      }
+    }
     // Both waits end before the request does, so the server's own error
     // (which replica, which shard) is what the caller sees.
     int64_t half_ms = std::max<int64_t>(1000, o.timeout.count() / 2);

@@ -78,6 +78,7 @@ TEST(StatsSettings, AClusterAddsItsSettingsToEveryClient) {
   EXPECT_EQ(set.at("insert_distributed_timeout"), "15");
   EXPECT_EQ(set.at("insert_quorum"), "2");
   EXPECT_EQ(set.at("insert_quorum_timeout"), "15000");
+  EXPECT_EQ(set.at("prefer_localhost_replica"), "0");
 
   Loaded one = Load({{"RELAY_STATS_CLICKHOUSE_CLUSTER", "relay"}, {"RELAY_STATS_CLICKHOUSE_INSERT_QUORUM", "1"}});
   ASSERT_TRUE(one.finish.ok()) << one.finish;
@@ -87,6 +88,12 @@ TEST(StatsSettings, AClusterAddsItsSettingsToEveryClient) {
   Loaded bad = Load({{"RELAY_STATS_CLICKHOUSE_CLUSTER", "relay'; DROP"}});
   EXPECT_THAT(bad.errors(), HasSubstr("stats.clickhouse.cluster (RELAY_STATS_CLICKHOUSE_CLUSTER): 'relay'; DROP' is "
                                       "not a cluster name"));
+  // The cluster form writes the database's name unquoted into table names
+  // and ZooKeeper paths: a name that would need quoting is refused there.
+  Loaded dashed = Load({{"RELAY_STATS_CLICKHOUSE_CLUSTER", "relay"}, {"RELAY_CLICKHOUSE_DATABASE", "relay-dev"}});
+  EXPECT_THAT(dashed.errors(), HasSubstr("clickhouse.database (RELAY_CLICKHOUSE_DATABASE): 'relay-dev': on a cluster "
+                                         "the database name is letters, digits and '_'"));
+  EXPECT_TRUE(Load({{"RELAY_CLICKHOUSE_DATABASE", "relay-dev"}}).finish.ok());
 }
 
 }  // namespace
