@@ -20,7 +20,9 @@ SELECT
     if(passed + test_failures + infra_failures = 0, 0,
        round(infra_failures / (passed + test_failures + infra_failures), 4)) AS infra_failure_rate,
     quantileExactIf(0.5)(signal_s, signal_s >= 0) AS p50_signal_s,
-    round(avgIf(queue_s, queue_s >= 0), 3) AS mean_queue_s
+    -- over whole milliseconds, an integer sum: a float sum depends on the
+    -- order it is added in (a cluster's shards, a server's threads)
+    round(avgIf(toInt64(round(queue_s * 1000)), queue_s >= 0) / 1000, 3) AS mean_queue_s
 FROM
 (
     SELECT

@@ -50,7 +50,9 @@ ANY LEFT JOIN
         count() AS jobs,
         quantileExact(0.5)(e2e) AS p50_e2e_s,
         countIf(e2e > 10800) / count() AS over_3h_share,
-        avgIf(queue_time, isNotNull(queue_time)) AS mean_queue_s,
+        -- over whole milliseconds, an integer sum: a float sum depends on
+        -- the order it is added in (a cluster's shards, a server's threads)
+        avgIf(toInt64(round(queue_time * 1000)), isNotNull(queue_time)) / 1000 AS mean_queue_s,
         countIf(conclusion = 'timed_out' OR timed_out_by_sweeper = 1) / count() AS timeout_rate,
         countIf(class = 'passed') / count() AS pass_rate
     FROM
