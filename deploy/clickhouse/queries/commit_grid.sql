@@ -14,14 +14,16 @@
 -- matches any of the commit's branches. pr: one PR number, 0 = any. days:
 -- commits first dispatched in the last {days} days (the deliveries read
 -- for their branches: a day more).
--- commit_grid_cells gives the cells of these rows.
+-- commit_grid_cells gives the cells of these rows. Arrays are sorted:
+-- groupUniqArray keeps the order rows arrive in (a cluster's shards, a
+-- server's threads).
 SELECT
     upstream_repo,
     head_sha,
     min(dispatched_at) AS first_dispatched_at,
-    arrayFilter(n -> n > 0, groupUniqArray(pr_number)) AS pr_numbers,
-    groupUniqArray(event) AS events,
-    arrayFilter(b -> b != '', groupUniqArray(branch)) AS branches,
+    arraySort(arrayFilter(n -> n > 0, groupUniqArray(pr_number))) AS pr_numbers,
+    arraySort(groupUniqArray(event)) AS events,
+    arrayFilter(b -> b != '', arraySort(groupUniqArray(branch))) AS branches,
     uniqExact(downstream_repo) AS downstream_repos
 FROM
 (
