@@ -136,6 +136,21 @@ class DispatchStack {
   }
   Subprocess& dispatch(int n) { return *dispatch_.at(n); }
   std::string Log(int n) { return ReadFile(dir_ + "/dispatch" + std::to_string(n) + ".log"); }
+  // The last `max` warn/error lines of instance n's log: what a failure
+  // message shows (a whole log is megabytes).
+  std::string Notable(int n, size_t max = 40) {
+    std::vector<std::string> lines;
+    std::istringstream in(Log(n));
+    for (std::string line; std::getline(in, line);) {
+      if (line.find("\"level\":\"warn\"") != std::string::npos || line.find("\"level\":\"error\"") != std::string::npos ||
+          line.find("partitions ") != std::string::npos) {
+        lines.push_back(line.substr(0, 400));
+      }
+    }
+    std::string out;
+    for (size_t i = lines.size() > max ? lines.size() - max : 0; i < lines.size(); ++i) out += lines[i] + "\n";
+    return out;
+  }
 
   // A webhook record as intake makes it, for this stack's upstream.
   void Produce(const Payload& p, const std::string& delivery) {

@@ -218,6 +218,13 @@ int64_t SharedBudget::BrokerNowLocked() const {
   return std::max(ledger_.now_ms(), broker_.EarliestMs(clock_->Now()));
 }
 
+bool SharedBudget::PlentifulLocked(const Key& key) const {
+  const int64_t ample = kAheadFactor * options_.max_claim;
+  int64_t remaining = ledger_.Remaining(key.first);  // -1: no answer yet
+  if (remaining >= 0 && remaining < ample) return false;
+  return !key.second || ledger_.WritesLeft() >= ample;
+}
+
 void SharedBudget::MaybeClaimLocked(const Key& key) {
   if (closed_) return;
   int64_t available = 0;
@@ -226,6 +233,14 @@ void SharedBudget::MaybeClaimLocked(const Key& key) {
   if (want <= 0) return;
   if (BrokerNowLocked() < denied_until_ms_[key]) return;
   int64_t count = std::min<int64_t>(want, options_.max_claim);
+  // Ahead while plentiful: a claim costs a round trip on dispatch.budget
+  // (appended, then read back) however many calls it asks for, and asking
+  // only for the callers waiting made each wave of workers wait one. When
+  // the windows hold many times max_claim, a whole max_claim is asked for,
+  // so the next callers find a lease at once; what is not used within the
+  // lease goes back at its release. Near a ceiling, only the callers
+  // waiting are asked for: no instance sits on grants another needs.
+  if (PlentifulLocked(key)) count = options_.max_claim;
   v1::BudgetRecord r;
   r.set_instance(options_.instance);
   r.set_seq(++seq_);

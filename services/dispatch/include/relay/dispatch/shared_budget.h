@@ -42,8 +42,9 @@
 // after it was sent, so its grant is at most (read - sent) old.
 //
 // The cost is a Kafka round trip (append, then read back) per claim; claims
-// are sized to the callers waiting (up to max_claim), so a busy instance
-// amortises it over many calls.
+// are sized to the callers waiting (up to max_claim), or to max_claim while
+// the ceilings are far (PlentifulLocked), so a busy instance amortises it
+// over many calls.
 #pragma once
 
 #include <atomic>
@@ -205,6 +206,10 @@ class SharedBudget final : public CallBudget {
   void OnRecord(const kafka::ConsumedRecord& record);
   void Tick();
   void MaybeClaimLocked(const Key& key);
+  // The windows and the primary limit hold kAheadFactor x max_claim calls
+  // or more: claims ask for max_claim, not only for the callers waiting.
+  static constexpr int64_t kAheadFactor = 8;
+  bool PlentifulLocked(const Key& key) const;
   void CloseExpiredLocked();
   void ReleaseLocked(const Key& key, const Lease& lease);
   void Send(v1::BudgetRecord record);
