@@ -194,7 +194,10 @@ TEST(StatsIt, ATestReportUploadedAgainAfterMidnightLandsOnce) {
 TEST(StatsIt, ClickHouseStoppedMidIngestionLosesAndDuplicatesNothing) {
   StatsStack s("chdown");
   s.Migrate();
-  uint16_t port = s.Start(1, {{"RELAY_CLICKHOUSE_TIMEOUT", "5s"}});
+  // Inserts of 7,000 rows: a batch splits into many chunks, each inserted
+  // while the next is converted, so ClickHouse stops between and during
+  // pipelined inserts.
+  uint16_t port = s.Start(1, {{"RELAY_CLICKHOUSE_TIMEOUT", "5s"}, {"RELAY_STATS_BATCH_ROWS", "7000"}});
   ASSERT_NE(port, 0) << ReadFile(s.Log(1));
   auto wave = [&](int first, int count) {
     std::vector<std::pair<std::string, std::string>> records;

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <future>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -228,15 +229,24 @@ class StatsService final : public service::Service {
 
   // --- ingestion (the consumer thread) -------------------------------------
 
+  // Converting and inserting overlap: when a chunk of rows is full it is
+  // inserted on a thread of its own while the consuming thread converts the
+  // next records into the other buffer (issue 32: done in turn, ClickHouse
+  // idled while relay converted and relay while ClickHouse inserted). At
+  // most one insert runs, and HandleBatch returns only once every chunk of
+  // the batch is in ClickHouse, so offsets are still stored only after the
+  // effect; on any error the batch's rows are dropped and it comes again
+  // whole (inserts are idempotent).
   absl::Status HandleBatch(kafka::Batch& batch) {
-    // The rows of one flush: bounded by stats.batch_rows and by a quarter
+    // The rows of one insert: bounded by stats.batch_rows and by a quarter
     // of the memory budget, whatever the batch holds.
     const size_t max_bytes = static_cast<size_t>(std::max<int64_t>(1 << 20, settings_.max_buffer_bytes / 4));
     int64_t oldest_ms = 0;
     const auto& records = batch.records();
-    for (size_t i = 0; i < records.size(); ++i) {
+    absl::Status failed;
+    for (size_t i = 0; i < records.size() && failed.ok(); ++i) {
       const kafka::ConsumedRecord& r = records[i];
-      if (absl::Status st = Convert(settings_.topics, r, rows_); !st.ok()) {
+      if (absl::Status st = Convert(settings_.topics, r, converting_); !st.ok()) {
         poison_.Add({{"topic", r.topic}}).Increment();
         log::Warn("record dead-lettered",
                   {{"topic", r.topic}, {"partition", r.partition}, {"offset", r.offset}, {"reason", std::string(st.message())}});
@@ -244,24 +254,37 @@ class StatsService final : public service::Service {
         continue;
       }
       if (r.timestamp_ms > 0 && (oldest_ms == 0 || r.timestamp_ms < oldest_ms)) oldest_ms = r.timestamp_ms;
-      if (rows_.rows() >= settings_.batch_rows || rows_.bytes() >= max_bytes) RELAY_RETURN_IF_ERROR(Flush());
+      if (converting_.rows() >= settings_.batch_rows || converting_.bytes() >= max_bytes) failed = HandOver();
     }
-    RELAY_RETURN_IF_ERROR(Flush());
+    if (failed.ok()) failed = HandOver();
+    if (absl::Status last = AwaitInsert(); failed.ok()) failed = last;
+    converting_.Clear();
+    RELAY_RETURN_IF_ERROR(failed);
     if (oldest_ms > 0) lag_.Set(static_cast<double>(clock_->UnixMillis() - oldest_ms) / 1000.0);
     return absl::OkStatus();
   }
 
-  // Inserts every table's rows, then marks the rollup windows they touched.
-  // On any error the rows are dropped here: the consumer rewinds and the
-  // whole batch comes again.
-  absl::Status Flush() {
-    absl::Status result = FlushOnce();
-    rows_.Clear();
-    return result;
+  // Waits for the chunk being inserted, then starts inserting the one just
+  // converted (the buffers swap: the next chunk is converted into the one
+  // the insert emptied, its memory kept). The earlier insert's error, if
+  // any (nothing new is started then).
+  absl::Status HandOver() {
+    RELAY_RETURN_IF_ERROR(AwaitInsert());
+    if (converting_.rows() == 0 && converting_.windows().empty()) return absl::OkStatus();
+    std::swap(converting_, inserting_);
+    insert_ = std::async(std::launch::async, [this] {
+      absl::Status st = FlushOnce(inserting_);
+      inserting_.Clear();
+      return st;
+    });
+    return absl::OkStatus();
   }
 
-  absl::Status FlushOnce() {
-    for (const auto& [table, data] : rows_.tables()) {
+  absl::Status AwaitInsert() { return insert_.valid() ? insert_.get() : absl::OkStatus(); }
+
+  // Inserts every table's rows, then marks the rollup windows they touched.
+  absl::Status FlushOnce(Rows& rows) {
+    for (const auto& [table, data] : rows.tables()) {
       if (data.rows() == 0) continue;
       auto start = std::chrono::steady_clock::now();
       absl::Status st = writer_->Insert(table->name, table->columns, "RowBinary", data.data(), /*idempotent=*/true);
@@ -276,7 +299,7 @@ class StatsService final : public service::Service {
       insert_seconds_.Add({{"table", table->name}}, kSecondsBuckets).Observe(secs);
       insert_rows_.Add({{"table", table->name}}, kRowsBuckets).Observe(static_cast<double>(data.rows()));
     }
-    if (absl::Status st = MarkWindows(*writer_, rows_.windows(), clock_->UnixMillis()); !st.ok()) {
+    if (absl::Status st = MarkWindows(*writer_, rows.windows(), clock_->UnixMillis()); !st.ok()) {
       errors_.Add({{"code", ErrorLabel(st)}, {"op", "mark"}}).Increment();
       return st;
     }
@@ -381,7 +404,13 @@ class StatsService final : public service::Service {
   std::unique_ptr<CiFiles> ci_files_;                   // /ci/<file>
   std::unique_ptr<clickhouse::Client> ci_refresher_;    // their recomputation, in the background
   std::atomic<bool> stopping_{false};
-  Rows rows_;  // consumer thread only
+  // Two chunks of rows (HandleBatch): the one the consumer thread converts
+  // into, and the one insert_ is inserting (its thread alone touches it
+  // until insert_ is waited for). Each holds at most a quarter of
+  // stats.max_buffer_bytes, so the two with the batch in hand and the
+  // fetch queue stay within it.
+  Rows converting_, inserting_;
+  std::future<absl::Status> insert_;
 
   bool tz_warned_ = false;  // host thread of CheckClickHouse only
   std::mutex health_mu_;

@@ -46,8 +46,10 @@ class Rows {
   size_t bytes() const;
   // Moves everything of `other` in (other is left empty).
   void Append(Rows& other);
+  // Empties every table, keeping each one's buffer: the next rows are
+  // encoded into memory already there.
   void Clear() {
-    tables_.clear();
+    for (auto& [table, data] : tables_) data.Clear();
     windows_.clear();
   }
 

@@ -39,7 +39,7 @@ struct StatsSettings {
   std::string clickhouse_cluster;
   size_t batch_rows = 100'000;                  // rows per insert, at most
   std::chrono::milliseconds batch_interval{1000};  // a batch waits at most this long to fill
-  int64_t max_buffer_bytes = 256LL << 20;       // records prefetched + in hand + rows built
+  int64_t max_buffer_bytes = 256LL << 20;       // records prefetched + in hand + two chunks of rows built
   std::chrono::milliseconds rollup_interval{5000};         // how often marked windows are looked for
   std::chrono::milliseconds rollup_window_interval{60'000};  // one window recomputed at most this often
   std::chrono::milliseconds queue_snapshot_interval{300'000};  // the HUD's queue-time snapshot, this often
