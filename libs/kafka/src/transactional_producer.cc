@@ -11,7 +11,10 @@
 //   - fatal (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, ...): another producer
 //     with the same transactional.id took over. Every record in hand and
 //     every later Send fails with FencedError; the handle is never replaced
-//     (a new one would fence the new owner in turn).
+//     (a new one would fence the new owner in turn). Unless the id is this
+//     process's alone (renew_after_fatal): then no one else can have taken
+//     it, the records in hand fail with Unavailable, and a new handle of the
+//     same id carries on (Renew).
 //   - abortable: the transaction is aborted, its records fail with
 //     Unavailable (none became visible), the producer goes on.
 //   - retriable (a commit that timed out): the commit is tried again until
@@ -32,6 +35,7 @@
 #include "prometheus/counter.h"
 #include "prometheus/histogram.h"
 #include "relay/base/log.h"
+#include "relay/base/status.h"
 #include "relay/kafka/errors.h"
 #include "relay/kafka/producer.h"
 #include "relay/kafka/security.h"
@@ -81,7 +85,7 @@ class TransactionalProducer final : public Producer {
         registry_(metrics ? metrics : own_registry_.get()),
         transactions_(prometheus::BuildCounter()
                           .Name("relay_kafka_transactions_total")
-                          .Help("Producer transactions, by result (committed, aborted, fenced)")
+                          .Help("Producer transactions, by result (committed, aborted, group_fenced, fenced, renewed)")
                           .Register(*registry_)),
         seconds_(prometheus::BuildHistogram()
                      .Name("relay_kafka_transaction_seconds")
@@ -102,6 +106,14 @@ class TransactionalProducer final : public Producer {
   }
 
   absl::Status Start() {
+    RELAY_RETURN_IF_ERROR(MakeHandle());
+    connected_ = true;
+    committer_ = std::thread([this] { Commit(); });
+    return absl::OkStatus();
+  }
+
+  // rk_, its id's earlier producers fenced (init_transactions).
+  absl::Status MakeHandle() {
     char err[512];
     rd_kafka_conf_t* conf = rd_kafka_conf_new();
     auto timeout = std::max<std::chrono::milliseconds>(options_.delivery_timeout, std::chrono::milliseconds(1000));
@@ -165,11 +177,30 @@ class TransactionalProducer final : public Producer {
       rk_ = nullptr;
       return st;
     }
-    connected_ = true;
     log::Info("transactional producer ready; earlier producers of its id are fenced",
               {{"transactional_id", options_.transactional_id}});
-    committer_ = std::thread([this] { Commit(); });
     return absl::OkStatus();
+  }
+
+  // After a fatal error, with an id no one else holds: a new handle of the
+  // same id, tried every second until it is made or the producer closes
+  // (false then; rk_ is null).
+  bool Renew() {
+    connected_ = false;
+    for (;;) {
+      if (rk_) rd_kafka_destroy(rk_);
+      rk_ = nullptr;
+      if (Stopping()) return false;
+      absl::Status made = MakeHandle();
+      if (made.ok()) {
+        connected_ = true;
+        return true;
+      }
+      log::Warn("transactional producer not made again yet; retrying in 1 s",
+                {{"transactional_id", options_.transactional_id}, {"error", std::string(made.message())}});
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; });
+    }
   }
 
   void Send(Record record, DeliveryCallback done) override {
@@ -241,6 +272,24 @@ class TransactionalProducer final : public Producer {
         transactions_.Add({{"result", "group_fenced"}}).Increment();
         log::Warn("transaction refused by the group coordinator (this member is stale); its records failed",
                   {{"error", std::string(result.message())}, {"records", static_cast<int64_t>(batch.size())}});
+      } else if (IsFenced(result) && options_.renew_after_fatal) {
+        transactions_.Add({{"result", "renewed"}}).Increment();
+        log::Warn("transactional producer hit a fatal error; its records failed and a new producer of the same id "
+                  "(this process's alone) carries on",
+                  {{"transactional_id", options_.transactional_id}, {"error", std::string(result.message())},
+                   {"records", static_cast<int64_t>(batch.size())}});
+        result = absl::UnavailableError("not committed: the transactional producer hit a fatal error and was made "
+                                        "again (" + std::string(result.message()) + ")");
+        for (auto& item : batch) std::move(item.done)(result);
+        batch.clear();
+        bool renewed = Renew();
+        {
+          std::lock_guard lock(mu_);
+          committing_ = false;
+        }
+        idle_cv_.notify_all();
+        if (!renewed) return;
+        continue;
       } else if (IsFenced(result)) {
         transactions_.Add({{"result", "fenced"}}).Increment();
         log::Error("transactional producer fenced; its records and every later one fail",

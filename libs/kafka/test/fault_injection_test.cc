@@ -45,6 +45,10 @@ class MockCluster {
     std::vector<rd_kafka_resp_err_t> errs(count, err);
     rd_kafka_mock_push_request_errors_array(cluster_, /*Produce*/ 0, errs.size(), errs.data());
   }
+  // The next EndTxn (commit or abort) fails with `err`.
+  void FailEndTxn(rd_kafka_resp_err_t err) {
+    rd_kafka_mock_push_request_errors(cluster_, /*EndTxn*/ 26, 1, err);
+  }
   void SetBrokerUp(bool up) {
     if (up) {
       rd_kafka_mock_broker_set_up(cluster_, 1);
@@ -309,6 +313,59 @@ TEST(ProducerFaultTest, FailingRecreationDoesNotStallCallbacks) {
   std::string metrics = prometheus::TextSerializer().Serialize(registry.Collect());
   EXPECT_THAT(metrics, HasSubstr("relay_kafka_producer_recreation_failures_total 3"));
   EXPECT_THAT(metrics, HasSubstr("relay_kafka_producer_recreations_total 1"));
+}
+
+// A fatal transaction error (the broker answering EndTxn with
+// INVALID_TXN_STATE, as a loaded broker did to relay-dispatch's STARTED
+// marks in CI) on an id no one else holds: the records in hand fail as
+// retryable and a new handle goes on. On an id that may be shared (the
+// default), the producer stays fenced: a new handle would fence the holder.
+absl::Status SendOne(Producer& producer, const std::string& value) {
+  auto p = std::make_shared<std::promise<absl::Status>>();
+  auto f = p->get_future();
+  producer.Send(Record{"events", "k", value, {}}, [p](absl::Status s) { p->set_value(s); });
+  if (f.wait_for(30s) != std::future_status::ready) return absl::DeadlineExceededError("no callback in 30 s");
+  return f.get();
+}
+
+TEST(TransactionalProducerFaultTest, AFatalErrorOnAnIdOfItsOwnRenewsTheProducerAndLosesNothingAcked) {
+  for (bool renew : {true, false}) {
+    SCOPED_TRACE(renew ? "renew_after_fatal" : "an id that may be shared");
+    MockCluster cluster;
+    prometheus::Registry registry;
+    ProducerOptions options;
+    options.bootstrap = cluster.bootstrap();
+    options.transactional_id = std::string("fault-") + (renew ? "own" : "shared");
+    options.renew_after_fatal = renew;
+    auto producer = NewKafkaProducer(options, &registry);
+    ASSERT_TRUE(producer.ok()) << producer.status();
+    ASSERT_TRUE(SendOne(**producer, "before").ok());
+    cluster.FailEndTxn(RD_KAFKA_RESP_ERR_INVALID_TXN_STATE);
+    absl::Status failed = SendOne(**producer, "refused");
+    ASSERT_FALSE(failed.ok());
+    absl::Status after = SendOne(**producer, "after");
+    std::string metrics = prometheus::TextSerializer().Serialize(registry.Collect());
+    if (renew) {
+      EXPECT_TRUE(absl::IsUnavailable(failed)) << failed;
+      EXPECT_FALSE(IsFenced(failed)) << failed;
+      EXPECT_TRUE(after.ok()) << after;
+      EXPECT_TRUE((*producer)->Connected());
+      EXPECT_THAT(metrics, HasSubstr("relay_kafka_transactions_total{result=\"renewed\"} 1"));
+    } else {
+      EXPECT_TRUE(IsFenced(failed)) << failed;
+      EXPECT_TRUE(IsFenced(after)) << after;
+      EXPECT_FALSE((*producer)->Connected());
+      EXPECT_THAT(metrics, Not(HasSubstr("result=\"renewed\"")));
+    }
+    // What was acknowledged is there; the refused record never became visible.
+    std::string error;
+    auto records = relay::testing::ReadTopic(cluster.bootstrap(), "events", 10s, &error);
+    ASSERT_TRUE(error.empty()) << error;
+    std::set<std::string> values;
+    for (const auto& r : records) values.insert(r.value);
+    EXPECT_TRUE(values.count("before"));
+    EXPECT_EQ(values.count("after"), renew ? 1u : 0u);
+  }
 }
 
 }  // namespace

@@ -129,6 +129,10 @@ class DispatchService final : public service::Service {
     // A mark's transaction takes milliseconds; one left open by an instance
     // that died holds its partitions' takeover until the broker aborts it.
     fenced.transaction_timeout = 5s;
+    // The id is this process's alone (its random part): a fatal error is not
+    // a takeover (the group's offsets are the fence), so a new handle carries
+    // on rather than every later mark failing until a restart.
+    fenced.renew_after_fatal = true;
     RELAY_ASSIGN_OR_RETURN(started_producer_, runtime.factories().producer(fenced, &metrics));
     ledger_ = std::make_unique<Ledger>(s.topics.ledger, ledger_partitions, producer_.get(), started_producer_.get(),
                                        reader_.get(), clock_);

@@ -139,6 +139,16 @@ struct ProducerOptions {
   // interval (transaction.abort.timed.out.transaction.cleanup.interval.ms,
   // 10 s by default). 0: twice the delivery timeout, at least 10 s.
   std::chrono::milliseconds transaction_timeout{0};
+  // Transactional only. Set when the id is this process's alone (it carries
+  // a random part): no other producer can hold it, so a fatal error is not a
+  // new holder's fencing but the broker refusing this handle's state (seen:
+  // EndTxn answered INVALID_TXN_STATE under load, after which librdkafka
+  // refuses every call). The producer then makes a new handle of the same
+  // id (init_transactions, which ends what the old one left open) and goes
+  // on; the records in hand fail with Unavailable (none became visible).
+  // Never for an id shared by design (a role's leader): there a fatal error
+  // is the new holder's fence, and a new handle would fence it in turn.
+  bool renew_after_fatal = false;
 };
 
 // The transactional producer (ProducerOptions::transactional_id): records
