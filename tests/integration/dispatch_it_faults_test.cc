@@ -438,8 +438,15 @@ TEST_F(DispatchIT, ARedeliveryReconcilerKilledBetweenRecordAndPostEndsWithEveryD
     }
     return out;
   };
-  // Recorded, not sent: then the kill.
-  ASSERT_TRUE(relay::testing::WaitFor([&] { return log(v1::RedeliveryRecord::kRequested).size() >= due.size(); }, 60s))
+  // Recorded, not sent: then the kill. The scan's checkpoint is appended
+  // after its requests (Reconciler::Complete): wait for both (under ASan
+  // the check once ran between them).
+  ASSERT_TRUE(relay::testing::WaitFor(
+      [&] {
+        return log(v1::RedeliveryRecord::kRequested).size() >= due.size() &&
+               !log(v1::RedeliveryRecord::kCheckpoint).empty();
+      },
+      60s))
       << stack.Log(1);
   auto checkpoints = log(v1::RedeliveryRecord::kCheckpoint);
   ASSERT_FALSE(checkpoints.empty());
