@@ -265,6 +265,7 @@ class TransactionalProducer final : public Producer {
       }
       auto began = std::chrono::steady_clock::now();
       absl::Status result = Transaction(batch);
+      bool renew = false;  // a fatal error on an id of this process's alone
       if (result.ok()) {
         transactions_.Add({{"result", "committed"}}).Increment();
         seconds_.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
@@ -280,16 +281,7 @@ class TransactionalProducer final : public Producer {
                    {"records", static_cast<int64_t>(batch.size())}});
         result = absl::UnavailableError("not committed: the transactional producer hit a fatal error and was made "
                                         "again (" + std::string(result.message()) + ")");
-        for (auto& item : batch) std::move(item.done)(result);
-        batch.clear();
-        bool renewed = Renew();
-        {
-          std::lock_guard lock(mu_);
-          committing_ = false;
-        }
-        idle_cv_.notify_all();
-        if (!renewed) return;
-        continue;
+        renew = true;
       } else if (IsFenced(result)) {
         transactions_.Add({{"result", "fenced"}}).Increment();
         log::Error("transactional producer fenced; its records and every later one fail",
@@ -303,11 +295,13 @@ class TransactionalProducer final : public Producer {
       }
       for (auto& item : batch) std::move(item.done)(result);
       if (IsFenced(result)) FailAll(result);
+      const bool closed = renew && !Renew();
       {
         std::lock_guard lock(mu_);
         committing_ = false;
       }
       idle_cv_.notify_all();
+      if (closed) return;
     }
   }
 

@@ -74,6 +74,15 @@ struct Results {
   }
 };
 
+// Sends one record and waits for its callback (30 s at most).
+absl::Status SendOne(Producer& producer, const std::string& value) {
+  auto p = std::make_shared<std::promise<absl::Status>>();
+  auto f = p->get_future();
+  producer.Send(Record{"events", "k", value, {}}, [p](absl::Status s) { p->set_value(s); });
+  if (f.wait_for(30s) != std::future_status::ready) return absl::DeadlineExceededError("no callback in 30 s");
+  return f.get();
+}
+
 TEST(ProducerFaultTest, FatalErrorMidStreamRecreatesProducerAndLosesNothing) {
   MockCluster cluster;
   prometheus::Registry registry;
@@ -113,16 +122,11 @@ TEST(ProducerFaultTest, BrokerDownFailsWithinDeliveryTimeoutAndRecovers) {
   options.delivery_timeout = 1500ms;
   auto producer = NewKafkaProducer(options, nullptr);
   ASSERT_TRUE(producer.ok());
-  auto send = [&](const std::string& value) {
-    auto p = std::make_shared<std::promise<absl::Status>>();
-    auto f = p->get_future();
-    (*producer)->Send(Record{"events", "k", value, {}}, [p](absl::Status s) { p->set_value(s); });
-    return f;
-  };
-  ASSERT_TRUE(send("before").get().ok());
+  auto send = [&](const std::string& value) { return SendOne(**producer, value); };
+  ASSERT_TRUE(send("before").ok());
   cluster.SetBrokerUp(false);
   auto started = std::chrono::steady_clock::now();
-  absl::Status down = send("during").get();
+  absl::Status down = send("during");
   auto took = std::chrono::steady_clock::now() - started;
   EXPECT_TRUE(absl::IsUnavailable(down)) << down;
   // At the delivery timeout, within one 50 ms deadline sweep.
@@ -130,8 +134,8 @@ TEST(ProducerFaultTest, BrokerDownFailsWithinDeliveryTimeoutAndRecovers) {
   EXPECT_LT(took, relay::testing::Within(1500ms, 250ms));
   cluster.SetBrokerUp(true);
   // Recovery: within a few delivery timeouts of the broker's return.
-  absl::Status after = send("after").get();
-  for (int i = 0; i < 5 && !after.ok(); ++i) after = send("after").get();
+  absl::Status after = send("after");
+  for (int i = 0; i < 5 && !after.ok(); ++i) after = send("after");
   EXPECT_TRUE(after.ok()) << after;
 }
 
@@ -320,14 +324,6 @@ TEST(ProducerFaultTest, FailingRecreationDoesNotStallCallbacks) {
 // marks in CI) on an id no one else holds: the records in hand fail as
 // retryable and a new handle goes on. On an id that may be shared (the
 // default), the producer stays fenced: a new handle would fence the holder.
-absl::Status SendOne(Producer& producer, const std::string& value) {
-  auto p = std::make_shared<std::promise<absl::Status>>();
-  auto f = p->get_future();
-  producer.Send(Record{"events", "k", value, {}}, [p](absl::Status s) { p->set_value(s); });
-  if (f.wait_for(30s) != std::future_status::ready) return absl::DeadlineExceededError("no callback in 30 s");
-  return f.get();
-}
-
 TEST(TransactionalProducerFaultTest, AFatalErrorOnAnIdOfItsOwnRenewsTheProducerAndLosesNothingAcked) {
   for (bool renew : {true, false}) {
     SCOPED_TRACE(renew ? "renew_after_fatal" : "an id that may be shared");

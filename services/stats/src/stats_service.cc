@@ -273,7 +273,7 @@ class StatsService final : public service::Service {
     if (converting_.rows() == 0 && converting_.windows().empty()) return absl::OkStatus();
     std::swap(converting_, inserting_);
     insert_ = std::async(std::launch::async, [this] {
-      absl::Status st = FlushOnce(inserting_);
+      absl::Status st = InsertRows(inserting_);
       inserting_.Clear();
       return st;
     });
@@ -283,7 +283,7 @@ class StatsService final : public service::Service {
   absl::Status AwaitInsert() { return insert_.valid() ? insert_.get() : absl::OkStatus(); }
 
   // Inserts every table's rows, then marks the rollup windows they touched.
-  absl::Status FlushOnce(Rows& rows) {
+  absl::Status InsertRows(Rows& rows) {
     for (const auto& [table, data] : rows.tables()) {
       if (data.rows() == 0) continue;
       auto start = std::chrono::steady_clock::now();
