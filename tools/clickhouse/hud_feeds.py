@@ -208,6 +208,39 @@ def check_job_columns(sess, check, rows, same, hud_id):
     same(check, "materialized_views.pr_by_sha", [(r["head_sha"], int(r["number"])) for r in got], want,
          f"{len(got)} pull requests")
 
+    check_lookup_tables(sess, check, rows, same, hud_id)
+
+
+def run_number(text):
+    """A downstream run id as the HUD's Int64 (0: none)."""
+    return int(text) if text.isdigit() else 0
+
+
+def check_lookup_tables(sess, check, rows, same, hud_id):
+    """Migration 8's lookup tables (materialized_views.*, filled as relay
+    writes): every (id, key) pair a job or run of relay's tables has had,
+    once each (a lookup may hold a pair twice; an IN does not care). A
+    downstream job's id is made here apart (hud_id); its run is its run id,
+    created at each job's dispatch."""
+    run_id = run_number
+    jobs = rows(sess, "SELECT DISTINCT id, head_sha, toUnixTimestamp(created_at) AS t FROM relay.workflow_job")
+    runs = rows(sess, "SELECT DISTINCT id, head_sha, toUnixTimestamp(created_at) AS t FROM relay.workflow_run")
+    down = rows(sess, "SELECT DISTINCT id, run_id, head_sha, toUnixTimestamp(dispatched_at) AS t "
+                      "FROM relay.crcr_workflow_job")
+    for table, want in (
+            ("workflow_job_by_head_sha", [(int(j["id"]), j["head_sha"]) for j in jobs] +
+             [(hud_id(d["id"]), d["head_sha"]) for d in down]),
+            ("workflow_job_by_created_at", [(int(j["id"]), int(j["t"])) for j in jobs] +
+             [(hud_id(d["id"]), int(d["t"])) for d in down]),
+            ("workflow_run_by_head_sha", [(int(r["id"]), r["head_sha"]) for r in runs] +
+             [(run_id(d["run_id"]), d["head_sha"]) for d in down if run_id(d["run_id"])]),
+            ("workflow_run_by_created_at", [(int(r["id"]), int(r["t"])) for r in runs] +
+             [(run_id(d["run_id"]), int(d["t"])) for d in down if run_id(d["run_id"])])):
+        key = "head_sha" if table.endswith("head_sha") else "toUnixTimestamp(created_at)"
+        got = rows(sess, f"SELECT DISTINCT id, {key} AS k FROM materialized_views.{table}")
+        got = [(int(r["id"]), r["k"] if key == "head_sha" else int(r["k"])) for r in got]
+        same(check, f"materialized_views.{table}", got, sorted(set(want)), f"{len(got)} (id, key) pairs")
+
 
 def check_tests(sess, check, rows, same, hud_id, hud_sql):
     """The test tables against relay.test_results (the rows the session

@@ -1419,3 +1419,446 @@ SELECT
   arrayFilter(x -> x != '', arrayMap(x -> lower(trim(x)), splitByChar(',', extract(i.body, '(?mi)^\\s*platforms:\\s*([^\\r\\n]*)')))) AS platforms
 FROM webhook_deliveries FINAL
 WHERE event = 'issues' AND startsWith(i.title, 'DISABLED ');
+
+-- 0008_hud_tables.sql (requires ClickHouse >= 23.3)
+CREATE TABLE IF NOT EXISTS relay.hud_deliveries_local ON CLUSTER '{cluster}' (
+  delivery_id String,
+  event String,
+  action String,
+  repo String,
+  received_at DateTime,
+  received_at_ms Int64,
+  body_sha256 String,
+  payload String,
+  version UInt64,
+  hud_push Tuple(ref String, before String, after String, forced Bool, compare String,
+  head_commit Tuple(id String, message String, timestamp DateTime64(9, 'UTC'), tree_id String, url String, author Tuple(email String, name String, username String)),
+  commits Array(Tuple(id String, message String, timestamp DateTime64(9, 'UTC'), tree_id String, url String, author Tuple(email String, name String, username String), added Array(String), removed Array(String), modified Array(String))),
+  repository Tuple(full_name String, name String, owner Tuple(name String, login String))),
+  hud_pull_request Tuple(number Int64, title String, body String, state String, draft Bool, merged Bool, html_url String,
+  created_at String, updated_at String, closed_at String, merged_at String, merge_commit_sha String,
+  author_association String, labels Array(Tuple(name String)), user Tuple(login String),
+  merged_by Tuple(login String), auto_merge Tuple(merge_method String, enabled_by Tuple(login String)),
+  head Tuple(ref String, sha String, repo Tuple(full_name String, name String)),
+  base Tuple(ref String, sha String, repo Tuple(full_name String, name String))),
+  hud_issue Tuple(number Int64, title String, state String, html_url String, body String, created_at String, updated_at String,
+  closed_at String, repository_url String, author_association String, assignee Tuple(login String),
+  labels Array(Tuple(name String)), user Tuple(login String), pull_request Tuple(url String)),
+  hud_issue_comment Tuple(id Int64, body String, html_url String, issue_url String, author_association String,
+  created_at DateTime64(9, 'UTC'), updated_at DateTime64(9, 'UTC'), user Tuple(login String, type String))
+) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/relay/hud_deliveries_local', '{replica}', version)
+PARTITION BY toYYYYMM(received_at) ORDER BY (event, delivery_id, body_sha256);
+CREATE TABLE IF NOT EXISTS relay.hud_deliveries ON CLUSTER '{cluster}' AS relay.hud_deliveries_local
+ENGINE = Distributed('{cluster}', relay, hud_deliveries_local, cityHash64(delivery_id));
+CREATE MATERIALIZED VIEW IF NOT EXISTS hud_deliveries_mv ON CLUSTER '{cluster}' TO hud_deliveries AS SELECT delivery_id, event, action, repo, received_at, received_at_ms, body_sha256, payload, version,
+       hud_push, hud_pull_request, hud_issue, hud_issue_comment
+FROM relay.webhook_deliveries_local
+WHERE event IN ('push', 'pull_request', 'issues', 'issue_comment', 'pull_request_review');
+INSERT INTO hud_deliveries
+SELECT delivery_id, event, action, repo, received_at, received_at_ms, body_sha256, payload, version,
+       hud_push, hud_pull_request, hud_issue, hud_issue_comment
+FROM webhook_deliveries
+WHERE event IN ('push', 'pull_request', 'issues', 'issue_comment', 'pull_request_review');
+CREATE TABLE IF NOT EXISTS relay.hud_workflow_run_local ON CLUSTER '{cluster}' (
+  id Int64,
+  run_attempt Int64,
+  run_number Int64,
+  workflow_id Int64,
+  name String,
+  event String,
+  head_sha String,
+  head_branch String,
+  status String,
+  conclusion String,
+  created_at DateTime,
+  updated_at DateTime,
+  run_started_at DateTime,
+  html_url String,
+  repository_full_name String,
+  head_repository_full_name String,
+  p Tuple(artifacts_url String, path String,
+  head_commit Tuple(author Tuple(email String, name String), committer Tuple(email String, name String), id String, message String, timestamp DateTime64(9, 'UTC'), tree_id String),
+  repository Tuple(owner Tuple(login String)), head_repository Tuple(owner Tuple(login String)),
+  actor Tuple(id Int64, login String, type String), triggering_actor Tuple(id Int64, login String, type String),
+  pull_requests Array(Tuple(base Tuple(ref String, repo Tuple(id Int64, name String, url String), sha String), head Tuple(ref String, repo Tuple(id Int64, name String, url String), sha String), id Int64, number Int64, url String))),
+  version UInt64
+) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/relay/hud_workflow_run_local', '{replica}', version)
+PARTITION BY toYYYYMM(created_at) ORDER BY id;
+CREATE TABLE IF NOT EXISTS relay.hud_workflow_run ON CLUSTER '{cluster}' AS relay.hud_workflow_run_local
+ENGINE = Distributed('{cluster}', relay, hud_workflow_run_local, cityHash64(id));
+CREATE MATERIALIZED VIEW IF NOT EXISTS hud_workflow_run_mv ON CLUSTER '{cluster}' TO hud_workflow_run AS WITH JSONExtract(d.payload, 'workflow_run', 'Tuple(id Int64, run_attempt Int64, run_number Int64, workflow_id Int64,
+       name String, event String, head_sha String, head_branch String, status String, conclusion String,
+       created_at String, updated_at String, run_started_at String, html_url String,
+       head_repository Tuple(full_name String))') AS r,
+     parseDateTimeBestEffortOrZero(r.updated_at, 'UTC') AS updated
+SELECT r.id AS id, greatest(r.run_attempt, 1) AS run_attempt, r.run_number AS run_number, r.workflow_id AS workflow_id,
+       r.name AS name, r.event AS event, r.head_sha AS head_sha, r.head_branch AS head_branch, r.status AS status,
+       r.conclusion AS conclusion, parseDateTimeBestEffortOrZero(r.created_at, 'UTC') AS created_at,
+       updated AS updated_at, parseDateTimeBestEffortOrZero(r.run_started_at, 'UTC') AS run_started_at,
+       r.html_url AS html_url, d.repo AS repository_full_name,
+       lower(r.head_repository.full_name) AS head_repository_full_name, d.hud_workflow_run AS p,
+       toUInt64(greatest(r.run_attempt, 1)) * 100000000000000
+         + multiIf(r.status = 'completed', 3, r.status = 'in_progress', 2, 1) * 10000000000000
+         + toUInt64(toUnixTimestamp(updated)) * 1000 AS version
+FROM relay.webhook_deliveries_local AS d
+WHERE d.event = 'workflow_run';
+INSERT INTO hud_workflow_run
+WITH JSONExtract(d.payload, 'workflow_run', 'Tuple(id Int64, run_attempt Int64, run_number Int64, workflow_id Int64,
+       name String, event String, head_sha String, head_branch String, status String, conclusion String,
+       created_at String, updated_at String, run_started_at String, html_url String,
+       head_repository Tuple(full_name String))') AS r,
+     parseDateTimeBestEffortOrZero(r.updated_at, 'UTC') AS updated
+SELECT r.id AS id, greatest(r.run_attempt, 1) AS run_attempt, r.run_number AS run_number, r.workflow_id AS workflow_id,
+       r.name AS name, r.event AS event, r.head_sha AS head_sha, r.head_branch AS head_branch, r.status AS status,
+       r.conclusion AS conclusion, parseDateTimeBestEffortOrZero(r.created_at, 'UTC') AS created_at,
+       updated AS updated_at, parseDateTimeBestEffortOrZero(r.run_started_at, 'UTC') AS run_started_at,
+       r.html_url AS html_url, d.repo AS repository_full_name,
+       lower(r.head_repository.full_name) AS head_repository_full_name, d.hud_workflow_run AS p,
+       toUInt64(greatest(r.run_attempt, 1)) * 100000000000000
+         + multiIf(r.status = 'completed', 3, r.status = 'in_progress', 2, 1) * 10000000000000
+         + toUInt64(toUnixTimestamp(updated)) * 1000 AS version
+FROM webhook_deliveries AS d
+WHERE d.event = 'workflow_run';
+CREATE TABLE IF NOT EXISTS relay.hud_downstream_job_local ON CLUSTER '{cluster}' (
+  id Int64,
+  run Int64,
+  run_id String,
+  run_attempt String,
+  downstream_repo String,
+  head_sha String,
+  pr_number Int64,
+  workflow_run_url String,
+  workflow_name String,
+  job_name String,
+  status String,
+  conclusion String,
+  dispatched_at DateTime,
+  started_at DateTime,
+  completed_at DateTime,
+  event_type String,
+  version UInt64
+) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/relay/hud_downstream_job_local', '{replica}', version)
+PARTITION BY toYYYYMM(dispatched_at) ORDER BY id;
+CREATE TABLE IF NOT EXISTS relay.hud_downstream_job ON CLUSTER '{cluster}' AS relay.hud_downstream_job_local
+ENGINE = Distributed('{cluster}', relay, hud_downstream_job_local, cityHash64(id));
+CREATE MATERIALIZED VIEW IF NOT EXISTS hud_downstream_job_mv ON CLUSTER '{cluster}' TO hud_downstream_job AS SELECT relay_hud_job_id(id) AS id, toInt64OrZero(run_id) AS run, run_id, run_attempt, downstream_repo, head_sha,
+       pr_number, workflow_run_url, workflow_name, job_name, status, conclusion, dispatched_at, started_at,
+       completed_at, event_type, version
+FROM relay.crcr_workflow_job_local;
+INSERT INTO hud_downstream_job
+SELECT relay_hud_job_id(id) AS id, toInt64OrZero(run_id) AS run, run_id, run_attempt, downstream_repo, head_sha,
+       pr_number, workflow_run_url, workflow_name, job_name, status, conclusion, dispatched_at, started_at,
+       completed_at, event_type, version
+FROM crcr_workflow_job;
+DROP VIEW IF EXISTS materialized_views.workflow_job_by_head_sha ON CLUSTER '{cluster}';
+CREATE TABLE IF NOT EXISTS materialized_views.workflow_job_by_head_sha_local ON CLUSTER '{cluster}' (
+  head_sha String,
+  id Int64
+) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/materialized_views/workflow_job_by_head_sha_local', '{replica}')
+ORDER BY (head_sha, id);
+CREATE TABLE IF NOT EXISTS materialized_views.workflow_job_by_head_sha ON CLUSTER '{cluster}' AS materialized_views.workflow_job_by_head_sha_local
+ENGINE = Distributed('{cluster}', materialized_views, workflow_job_by_head_sha_local, cityHash64(head_sha, id));
+CREATE MATERIALIZED VIEW IF NOT EXISTS hud_job_by_head_sha_mv ON CLUSTER '{cluster}' TO materialized_views.workflow_job_by_head_sha AS SELECT head_sha, toInt64(id) AS id FROM relay.workflow_job_local;
+CREATE MATERIALIZED VIEW IF NOT EXISTS hud_downstream_job_by_head_sha_mv ON CLUSTER '{cluster}' TO materialized_views.workflow_job_by_head_sha AS SELECT head_sha, relay_hud_job_id(id) AS id FROM relay.crcr_workflow_job_local;
+INSERT INTO materialized_views.workflow_job_by_head_sha
+SELECT head_sha, toInt64(id) FROM workflow_job;
+INSERT INTO materialized_views.workflow_job_by_head_sha
+SELECT head_sha, relay_hud_job_id(id) FROM crcr_workflow_job;
+DROP VIEW IF EXISTS materialized_views.workflow_job_by_created_at ON CLUSTER '{cluster}';
+CREATE TABLE IF NOT EXISTS materialized_views.workflow_job_by_created_at_local ON CLUSTER '{cluster}' (
+  created_at DateTime64(9, 'UTC'),
+  id Int64
+) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/materialized_views/workflow_job_by_created_at_local', '{replica}')
+PARTITION BY toYYYYMM(created_at) ORDER BY (created_at, id);
+CREATE TABLE IF NOT EXISTS materialized_views.workflow_job_by_created_at ON CLUSTER '{cluster}' AS materialized_views.workflow_job_by_created_at_local
+ENGINE = Distributed('{cluster}', materialized_views, workflow_job_by_created_at_local, cityHash64(created_at, id));
+CREATE MATERIALIZED VIEW IF NOT EXISTS hud_job_by_created_at_mv ON CLUSTER '{cluster}' TO materialized_views.workflow_job_by_created_at AS SELECT toDateTime64(created_at, 9, 'UTC') AS created_at, toInt64(id) AS id FROM relay.workflow_job_local;
+CREATE MATERIALIZED VIEW IF NOT EXISTS hud_downstream_job_by_created_at_mv ON CLUSTER '{cluster}' TO materialized_views.workflow_job_by_created_at AS SELECT toDateTime64(dispatched_at, 9, 'UTC') AS created_at, relay_hud_job_id(id) AS id FROM relay.crcr_workflow_job_local;
+INSERT INTO materialized_views.workflow_job_by_created_at
+SELECT toDateTime64(created_at, 9, 'UTC'), toInt64(id) FROM workflow_job;
+INSERT INTO materialized_views.workflow_job_by_created_at
+SELECT toDateTime64(dispatched_at, 9, 'UTC'), relay_hud_job_id(id) FROM crcr_workflow_job;
+DROP VIEW IF EXISTS materialized_views.workflow_run_by_head_sha ON CLUSTER '{cluster}';
+CREATE TABLE IF NOT EXISTS materialized_views.workflow_run_by_head_sha_local ON CLUSTER '{cluster}' (
+  head_sha String,
+  id Int64
+) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/materialized_views/workflow_run_by_head_sha_local', '{replica}')
+ORDER BY (head_sha, id);
+CREATE TABLE IF NOT EXISTS materialized_views.workflow_run_by_head_sha ON CLUSTER '{cluster}' AS materialized_views.workflow_run_by_head_sha_local
+ENGINE = Distributed('{cluster}', materialized_views, workflow_run_by_head_sha_local, cityHash64(head_sha, id));
+CREATE MATERIALIZED VIEW IF NOT EXISTS hud_run_by_head_sha_mv ON CLUSTER '{cluster}' TO materialized_views.workflow_run_by_head_sha AS SELECT head_sha, toInt64(id) AS id FROM relay.workflow_run_local;
+CREATE MATERIALIZED VIEW IF NOT EXISTS hud_downstream_run_by_head_sha_mv ON CLUSTER '{cluster}' TO materialized_views.workflow_run_by_head_sha AS SELECT head_sha, toInt64OrZero(run_id) AS id FROM relay.crcr_workflow_job_local WHERE toInt64OrZero(run_id) != 0;
+INSERT INTO materialized_views.workflow_run_by_head_sha
+SELECT head_sha, toInt64(id) FROM workflow_run;
+INSERT INTO materialized_views.workflow_run_by_head_sha
+SELECT head_sha, toInt64OrZero(run_id) FROM crcr_workflow_job WHERE toInt64OrZero(run_id) != 0;
+DROP VIEW IF EXISTS materialized_views.workflow_run_by_created_at ON CLUSTER '{cluster}';
+CREATE TABLE IF NOT EXISTS materialized_views.workflow_run_by_created_at_local ON CLUSTER '{cluster}' (
+  created_at DateTime64(9, 'UTC'),
+  id Int64
+) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/materialized_views/workflow_run_by_created_at_local', '{replica}')
+PARTITION BY toYYYYMM(created_at) ORDER BY (created_at, id);
+CREATE TABLE IF NOT EXISTS materialized_views.workflow_run_by_created_at ON CLUSTER '{cluster}' AS materialized_views.workflow_run_by_created_at_local
+ENGINE = Distributed('{cluster}', materialized_views, workflow_run_by_created_at_local, cityHash64(created_at, id));
+CREATE MATERIALIZED VIEW IF NOT EXISTS hud_run_by_created_at_mv ON CLUSTER '{cluster}' TO materialized_views.workflow_run_by_created_at AS SELECT toDateTime64(created_at, 9, 'UTC') AS created_at, toInt64(id) AS id FROM relay.workflow_run_local;
+CREATE MATERIALIZED VIEW IF NOT EXISTS hud_downstream_run_by_created_at_mv ON CLUSTER '{cluster}' TO materialized_views.workflow_run_by_created_at AS SELECT toDateTime64(dispatched_at, 9, 'UTC') AS created_at, toInt64OrZero(run_id) AS id
+FROM relay.crcr_workflow_job_local WHERE toInt64OrZero(run_id) != 0;
+INSERT INTO materialized_views.workflow_run_by_created_at
+SELECT toDateTime64(created_at, 9, 'UTC'), toInt64(id) FROM workflow_run;
+INSERT INTO materialized_views.workflow_run_by_created_at
+SELECT toDateTime64(dispatched_at, 9, 'UTC'), toInt64OrZero(run_id) FROM crcr_workflow_job WHERE toInt64OrZero(run_id) != 0;
+CREATE TABLE IF NOT EXISTS relay.hud_test_runs_local ON CLUSTER '{cluster}' (
+  workflow_id Int64,
+  job_id Int64,
+  repo String,
+  day Date,
+  file String,
+  classname String,
+  name String,
+  upload_id String,
+  seq UInt32,
+  idx UInt32,
+  run_attempt String,
+  duration Float64,
+  outcome String,
+  reruns UInt32,
+  message String,
+  uploaded_at DateTime,
+  version UInt64
+) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/relay/hud_test_runs_local', '{replica}', version)
+PARTITION BY toYYYYMM(day) ORDER BY (workflow_id, job_id, repo, day, file, classname, name, upload_id, seq, idx);
+CREATE TABLE IF NOT EXISTS relay.hud_test_runs ON CLUSTER '{cluster}' AS relay.hud_test_runs_local
+ENGINE = Distributed('{cluster}', relay, hud_test_runs_local, cityHash64(workflow_id));
+CREATE MATERIALIZED VIEW IF NOT EXISTS hud_test_runs_mv ON CLUSTER '{cluster}' TO hud_test_runs AS SELECT toInt64OrZero(run_id) AS workflow_id, relay_hud_job_id(job_id) AS job_id, repo, day, file, classname, name,
+       upload_id, seq, idx, run_attempt, duration, outcome, reruns, message, uploaded_at, version
+FROM relay.test_results_local;
+INSERT INTO hud_test_runs
+SELECT toInt64OrZero(run_id) AS workflow_id, relay_hud_job_id(job_id) AS job_id, repo, day, file, classname, name,
+       upload_id, seq, idx, run_attempt, duration, outcome, reruns, message, uploaded_at, version
+FROM test_results;
+CREATE OR REPLACE VIEW default.push ON CLUSTER '{cluster}' AS
+WITH hud_push AS p
+SELECT p.ref AS ref, p.before AS before, p.after AS after, p.forced AS forced, p.compare AS compare,
+       p.head_commit AS head_commit, p.commits AS commits, p.repository AS repository, delivery_id AS dynamoKey
+FROM hud_deliveries FINAL
+WHERE event = 'push';
+CREATE OR REPLACE VIEW default.pull_request ON CLUSTER '{cluster}' AS
+WITH hud_pull_request AS p
+SELECT p.number AS number, p.title AS title, p.body AS body, p.state AS state, p.draft AS draft, p.merged AS merged,
+       p.html_url AS html_url, p.created_at AS created_at, p.updated_at AS updated_at, p.closed_at AS closed_at,
+       p.merged_at AS merged_at, p.merge_commit_sha AS merge_commit_sha, p.author_association AS author_association,
+       p.labels AS labels, p.head AS head, p.base AS base, p.user AS user, p.merged_by AS merged_by,
+       p.auto_merge AS auto_merge,
+       repo AS repository_full_name, concat(repo, '/', toString(number)) AS dynamoKey
+FROM hud_deliveries FINAL
+WHERE event = 'pull_request'
+ORDER BY received_at_ms DESC, delivery_id
+LIMIT 1 BY repo, number;
+CREATE OR REPLACE VIEW default.issues ON CLUSTER '{cluster}' AS
+WITH hud_issue AS i
+SELECT i.number AS number, i.title AS title, i.state AS state, i.html_url AS html_url, i.body AS body,
+       i.created_at AS created_at, i.updated_at AS updated_at, i.closed_at AS closed_at,
+       i.repository_url AS repository_url, i.author_association AS author_association, i.assignee AS assignee,
+       i.labels AS labels, i.user AS user, i.pull_request AS pull_request,
+       repo AS repository_full_name, concat(repo, '/', toString(number)) AS dynamoKey
+FROM hud_deliveries FINAL
+WHERE event = 'issues'
+ORDER BY received_at_ms DESC, delivery_id
+LIMIT 1 BY repo, number;
+CREATE OR REPLACE VIEW default.issue_comment ON CLUSTER '{cluster}' AS
+WITH hud_issue_comment AS c
+SELECT c.id AS id, c.body AS body, c.html_url AS html_url, c.issue_url AS issue_url,
+       c.author_association AS author_association, c.created_at AS created_at, c.updated_at AS updated_at,
+       c.user AS user, repo AS repository_full_name, concat(repo, '/', toString(c.id)) AS dynamoKey
+FROM hud_deliveries FINAL
+WHERE event = 'issue_comment'
+ORDER BY received_at_ms DESC, delivery_id
+LIMIT 1 BY repo, id;
+CREATE OR REPLACE VIEW default.merges ON CLUSTER '{cluster}' AS
+WITH hud_pull_request AS p
+SELECT
+  splitByChar('/', repo)[1] AS owner,
+  splitByChar('/', repo)[2] AS project,
+  p.number AS pr_num,
+  p.merge_commit_sha AS merge_commit_sha,
+  p.base.sha AS merge_base_sha,
+  p.head.sha AS last_commit_sha,
+  p.merged_by.login AS author,
+  toInt64(0) AS comment_id,
+  CAST([], 'Array(String)') AS pending_checks,
+  CAST([], 'Array(String)') AS failed_checks,
+  CAST([], 'Array(String)') AS ignore_current_checks,
+  CAST([], 'Array(String)') AS broken_trunk_checks,
+  CAST([], 'Array(String)') AS flaky_checks,
+  CAST([], 'Array(String)') AS unstable_checks,
+  false AS is_failed,
+  false AS dry_run,
+  false AS skip_mandatory_checks,
+  false AS ignore_current,
+  '' AS error,
+  parseDateTime64BestEffortOrZero(p.merged_at, 3, 'UTC') AS merged_at,
+  delivery_id AS _id
+FROM hud_deliveries FINAL
+WHERE event = 'pull_request' AND action = 'closed' AND p.merged
+ORDER BY received_at_ms DESC, delivery_id
+LIMIT 1 BY repo, pr_num;
+CREATE OR REPLACE VIEW misc.disabled_tests_historical ON CLUSTER '{cluster}' AS
+WITH hud_issue AS i
+SELECT
+  toDate(received_at) AS day,
+  received_at AS timestamp,
+  trim(substring(i.title, 10)) AS name,
+  toInt32(i.number) AS issueNumber,
+  arrayFilter(x -> x != '', arrayMap(x -> lower(trim(x)), splitByChar(',', extract(i.body, '(?mi)^\\s*platforms:\\s*([^\\r\\n]*)')))) AS platforms
+FROM hud_deliveries FINAL
+WHERE event = 'issues' AND startsWith(i.title, 'DISABLED ');
+CREATE OR REPLACE VIEW default.pull_request_review ON CLUSTER '{cluster}' AS
+WITH JSONExtract(payload, 'review',
+  'Tuple(id Int64, state String, body String, html_url String, pull_request_url String, author_association String,
+         submitted_at Nullable(DateTime64(9, \'UTC\')), user Tuple(login String))') AS r
+SELECT r AS review, JSONExtractString(payload, 'action') AS action,
+       concat(repo, '/', toString(r.id)) AS dynamoKey
+FROM hud_deliveries FINAL
+WHERE event = 'pull_request_review'
+ORDER BY received_at_ms DESC, delivery_id
+LIMIT 1 BY repo, tupleElement(r, 'id');
+CREATE OR REPLACE VIEW default.issues_label_event ON CLUSTER '{cluster}' AS
+SELECT toDateTime64(received_at, 3, 'UTC') AS event_time, action, repo AS repo_name,
+       JSONExtractInt(payload, 'issue', 'number') AS issue_number,
+       JSONExtractString(payload, 'label', 'name') AS label_name,
+       JSONExtractString(payload, 'sender', 'login') AS sender_login
+FROM hud_deliveries FINAL
+WHERE event = 'issues' AND action IN ('labeled', 'unlabeled');
+CREATE OR REPLACE VIEW default.pull_label_event ON CLUSTER '{cluster}' AS
+SELECT toDateTime64(received_at, 3, 'UTC') AS event_time, action, repo AS repo_name,
+       JSONExtractInt(payload, 'pull_request', 'number') AS pr_number,
+       JSONExtractString(payload, 'label', 'name') AS label_name,
+       JSONExtractString(payload, 'sender', 'login') AS sender_login
+FROM hud_deliveries FINAL
+WHERE event = 'pull_request' AND action IN ('labeled', 'unlabeled');
+CREATE OR REPLACE VIEW default.workflow_run ON CLUSTER '{cluster}' AS
+SELECT
+  id, name, head_sha, head_branch, event, status, conclusion, html_url,
+  p.artifacts_url AS artifacts_url,
+  p.path AS path,
+  toDateTime64(created, 9, 'UTC') AS created_at,
+  toDateTime64(updated, 9, 'UTC') AS updated_at,
+  toDateTime64(started, 9, 'UTC') AS run_started_at,
+  run_attempt, run_number, workflow_id,
+  if(p.head_commit.id = '', CAST((('', ''), ('', ''), head_sha, '', toDateTime64(0, 9, 'UTC'), ''), toTypeName(p.head_commit)),
+     p.head_commit) AS head_commit,
+  CAST((repository_full_name, splitByChar('/', repository_full_name)[2],
+        tuple(if(p.repository.owner.login = '', splitByChar('/', repository_full_name)[1], p.repository.owner.login))),
+       'Tuple(full_name String, name String, owner Tuple(login String))') AS repository,
+  CAST((head_repository_full_name, splitByChar('/', head_repository_full_name)[2],
+        tuple(if(p.head_repository.owner.login = '', splitByChar('/', head_repository_full_name)[1], p.head_repository.owner.login))),
+       'Tuple(full_name String, name String, owner Tuple(login String))') AS head_repository,
+  p.actor AS actor,
+  p.triggering_actor AS triggering_actor,
+  p.pull_requests AS pull_requests,
+  concat(repository_full_name, '/', toString(id)) AS dynamoKey
+FROM (
+  SELECT
+    id, name, head_sha, head_branch, event, status, conclusion, html_url,
+    created_at AS created, updated_at AS updated, run_started_at AS started,
+    run_attempt, run_number, workflow_id, repository_full_name, head_repository_full_name, p
+  FROM hud_workflow_run FINAL
+  UNION ALL
+  SELECT
+    run, workflow_name, head_sha, '', event_type,
+    if(completed, 'completed', 'in_progress'), if(completed, conclusion, ''), workflow_run_url,
+    created, updated, started, toInt64(attempt), 0, 0,
+    downstream_repo, downstream_repo,
+    JSONExtract(if(pr_number > 0, toJSONString(CAST(tuple(tuple([(pr_number, tuple(head_sha))])),
+                                        'Tuple(workflow_run Tuple(pull_requests Array(Tuple(number Int64, head Tuple(sha String)))))')), ''), 'workflow_run',
+      'Tuple(artifacts_url String, path String,
+         head_commit Tuple(author Tuple(email String, name String), committer Tuple(email String, name String), id String, message String, timestamp DateTime64(9, \'UTC\'), tree_id String),
+         repository Tuple(owner Tuple(login String)), head_repository Tuple(owner Tuple(login String)),
+         actor Tuple(id Int64, login String, type String), triggering_actor Tuple(id Int64, login String, type String),
+         pull_requests Array(Tuple(base Tuple(ref String, repo Tuple(id Int64, name String, url String), sha String), head Tuple(ref String, repo Tuple(id Int64, name String, url String), sha String), id Int64, number Int64, url String)))')
+  FROM (
+    SELECT
+      downstream_repo, run,
+      argMax(workflow_name, toUInt32OrZero(run_attempt)) AS workflow_name,
+      argMax(head_sha, toUInt32OrZero(run_attempt)) AS head_sha,
+      argMax(event_type, toUInt32OrZero(run_attempt)) AS event_type,
+      argMax(workflow_run_url, toUInt32OrZero(run_attempt)) AS workflow_run_url,
+      argMax(pr_number, toUInt32OrZero(run_attempt)) AS pr_number,
+      greatest(max(toUInt32OrZero(run_attempt)), 1) AS attempt,
+      min(status = 'completed') = 1 AS completed,
+      if(countIf(conclusion NOT IN ('success', 'skipped', 'neutral')) > 0,
+         argMaxIf(conclusion, completed_at, conclusion NOT IN ('success', 'skipped', 'neutral')), 'success') AS conclusion,
+      min(dispatched_at) AS created,
+      max(greatest(completed_at, started_at, dispatched_at)) AS updated,
+      min(started_at) AS started
+    FROM hud_downstream_job FINAL
+    WHERE run != 0
+    GROUP BY downstream_repo, run
+  )
+);
+CREATE OR REPLACE VIEW default.workflow_job ON CLUSTER '{cluster}' AS
+SELECT
+  id, run_id, run_attempt, name, workflow_name, head_sha, head_branch, status, conclusion,
+  conclusion AS conclusion_kg,
+  html_url,
+  concat('https://api.github.com/repos/', repository_full_name, '/actions/jobs/', toString(id)) AS url,
+  html_url AS log_url,
+  repository_full_name,
+  toDateTime64(created, 9, 'UTC') AS created_at,
+  toDateTime64(started, 9, 'UTC') AS started_at,
+  toDateTime64(completed, 9, 'UTC') AS completed_at,
+  labels, runner_id, runner_name, runner_group_name,
+  CAST(arrayMap((n, st, c, num, sa, ca) -> (toDateTime64(ca, 9, 'UTC'), c, n, toInt64(num), toDateTime64(sa, 9, 'UTC'), st),
+                step_names, step_statuses, step_conclusions, step_numbers, step_started, step_completed),
+       'Array(Tuple(completed_at DateTime64(9, \'UTC\'), conclusion String, name String, number Int64, started_at DateTime64(9, \'UTC\'), status String))') AS steps,
+  CAST(([], [], 0, '', 0, ''), 'Tuple(captures Array(String), context Array(String), job_id Int64, line String, line_num Int64, rule String)') AS torchci_classification,
+  torchci_classification AS torchci_classification_temp,
+  torchci_classification AS torchci_classification_kg,
+  workflow_event,
+  toDateTime64(workflow_created, 9, 'UTC') AS workflow_created_at,
+  toDateTime64(inserted, 9, 'UTC') AS _inserted_at,
+  concat(repository_full_name, '/', toString(id)) AS dynamoKey
+FROM (
+  SELECT
+    toInt64(j.id) AS id, toInt64(j.run_id) AS run_id, toInt64(j.run_attempt) AS run_attempt,
+    j.name AS name, j.workflow_name AS workflow_name, j.head_sha AS head_sha, j.head_branch AS head_branch,
+    j.status AS status, j.conclusion AS conclusion, j.html_url AS html_url, j.repository_full_name AS repository_full_name,
+    j.created_at AS created, j.started_at AS started, j.completed_at AS completed,
+    j.labels AS labels, toInt64(j.runner_id) AS runner_id, j.runner_name AS runner_name, j.runner_group_name AS runner_group_name,
+    j.`steps.name` AS step_names, j.`steps.status` AS step_statuses, j.`steps.conclusion` AS step_conclusions,
+    j.`steps.number` AS step_numbers, j.`steps.started_at` AS step_started, j.`steps.completed_at` AS step_completed,
+    r.event AS workflow_event, r.created AS workflow_created, j.received_at AS inserted
+  FROM workflow_job AS j FINAL
+  LEFT JOIN (SELECT id, argMax(event, run_attempt) AS event, min(created_at) AS created FROM workflow_run FINAL GROUP BY id) AS r
+    ON r.id = j.run_id
+  UNION ALL
+  SELECT
+    c.id, c.run, toInt64(greatest(toUInt32OrZero(c.run_attempt), 1)),
+    if(c.job_name = '', c.workflow_name, c.job_name), c.workflow_name, c.head_sha, '',
+    c.status, if(c.status = 'completed', c.conclusion, ''), c.workflow_run_url, c.downstream_repo,
+    c.dispatched_at, c.started_at, c.completed_at,
+    [], 0, '', '',
+    [], [], [], [], [], [],
+    c.event_type,
+    min(c.dispatched_at) OVER (PARTITION BY c.downstream_repo, c.run_id),
+    greatest(c.dispatched_at, c.started_at, c.completed_at)
+  FROM hud_downstream_job AS c FINAL
+);
+CREATE OR REPLACE VIEW default.test_run_s3 ON CLUSTER '{cluster}' AS
+SELECT
+  name, classname, file, file AS invoking_file,
+  job_id,
+  workflow_id,
+  toInt32(greatest(toUInt32OrZero(run_attempt), 1)) AS workflow_run_attempt,
+  duration AS time,
+  CAST(if(outcome = 'failed', [(message, message, 'failure')], []), 'Array(Tuple(message String, text String, type String))') AS failure,
+  CAST(if(outcome = 'error', [(message, message, 'error')], []), 'Array(Tuple(message String, text String, type String))') AS error,
+  CAST(if(outcome = 'skipped', [(message, message, 'skipped')], []), 'Array(Tuple(message String, text String, type String))') AS skipped,
+  CAST(arrayMap(i -> ('', '', 'rerun'), range(reruns)), 'Array(Tuple(message String, text String, type String))') AS rerun,
+  toUInt64(outcome = 'failed') AS failure_count,
+  toUInt64(outcome = 'error') AS error_count,
+  toUInt64(outcome = 'skipped') AS skipped_count,
+  toUInt64(reruns) AS rerun_count,
+  toDateTime64(uploaded_at, 9, 'UTC') AS time_inserted,
+  repo AS repository_full_name
+FROM hud_test_runs FINAL;

@@ -28,6 +28,9 @@ const std::map<std::string, std::string, std::less<>>& ShardKeys() {
       {"webhook_deliveries", "cityHash64(delivery_id)"},
       {"workflow_job", "cityHash64(id)"},
       {"workflow_run", "cityHash64(id)"},
+      {"hud_deliveries", "cityHash64(delivery_id)"},
+      // A run's tests on one shard: the HUD reads them by run.
+      {"hud_test_runs", "cityHash64(workflow_id)"},
       {"dispatches", "cityHash64(request_id)"},
       {"github_outcomes", "cityHash64(request_id)"},
       {"crcr_workflow_job", "cityHash64(id)"},
@@ -140,6 +143,38 @@ std::string AfterName(string_view head, string_view s, const ClusterTarget& t) {
   return absl::StrCat(head, name, OnCluster(t), s);
 }
 
+// A materialized view (after "CREATE MATERIALIZED VIEW IF NOT EXISTS "):
+// "name TO target AS SELECT ... FROM source ...". On a cluster it watches
+// the shard's copy of its source (an insert through the Distributed table
+// lands in source_local, on the replica that takes it: a replica's fetches
+// do not fire it, so each row is seen once) and writes through the
+// target's Distributed table, which places each row by the target's own
+// shard key (a run's rows by run id, whatever shard its delivery is on).
+// One source only: a second FROM or a JOIN would read whole tables from
+// every insert, which these views are not for.
+absl::StatusOr<std::vector<ClusterStatement>> ClusterMaterializedView(string_view s, const ClusterTarget& t) {
+  std::string name = TakeName(s);
+  string_view rest = absl::StripLeadingAsciiWhitespace(s);
+  if (name.empty() || !absl::ConsumePrefix(&rest, "TO ")) {
+    return absl::InvalidArgumentError(absl::StrCat("materialized view ", name, ": want 'name TO target AS SELECT'"));
+  }
+  std::string target = TakeName(rest);
+  string_view select = absl::StripLeadingAsciiWhitespace(rest);
+  bool as = absl::ConsumePrefix(&select, "AS") && !select.empty() && absl::ascii_isspace(select[0]);
+  select = absl::StripLeadingAsciiWhitespace(select);
+  size_t from = select.find("FROM ");
+  if (!as || from == string_view::npos ||
+      select.find("FROM ", from + 5) != string_view::npos || absl::StrContains(select, "JOIN")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("materialized view ", name, ": want 'TO target AS SELECT ... FROM source' with one source"));
+  }
+  string_view after = select.substr(from + 5);
+  auto [db, source] = Qualify(TakeName(after), t);
+  return std::vector<ClusterStatement>{
+      {absl::StrCat("CREATE MATERIALIZED VIEW IF NOT EXISTS ", name, OnCluster(t), " TO ", target, " AS ",
+                    select.substr(0, from), "FROM ", db, ".", source, "_local", after)}};
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<ClusterStatement>> ClusterStatements(std::string_view statement_in,
@@ -149,8 +184,15 @@ absl::StatusOr<std::vector<ClusterStatement>> ClusterStatements(std::string_view
     if (absl::ConsumePrefix(&s, head)) return ClusterTable(s, t);
   }
   for (string_view head : {"CREATE DATABASE IF NOT EXISTS ", "CREATE OR REPLACE VIEW ", "CREATE VIEW IF NOT EXISTS ",
-                           "CREATE OR REPLACE FUNCTION ", "CREATE FUNCTION IF NOT EXISTS "}) {
+                           "CREATE OR REPLACE FUNCTION ", "CREATE FUNCTION IF NOT EXISTS ", "DROP VIEW IF EXISTS "}) {
     if (absl::ConsumePrefix(&s, head)) return std::vector<ClusterStatement>{{AfterName(head, s, t)}};
+  }
+  if (absl::ConsumePrefix(&s, "CREATE MATERIALIZED VIEW IF NOT EXISTS ")) return ClusterMaterializedView(s, t);
+  // A copy of rows (a migration filling a new table from older ones): once,
+  // through the Distributed tables, which read every shard and place each
+  // row by the target's key.
+  if (absl::StartsWith(s, "INSERT INTO ") && absl::StrContains(s, "\nSELECT ")) {
+    return std::vector<ClusterStatement>{{std::string(s)}};
   }
   if (absl::ConsumePrefix(&s, "ALTER TABLE ")) {
     auto [db, table] = Qualify(TakeName(s), t);

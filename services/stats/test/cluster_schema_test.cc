@@ -75,6 +75,25 @@ TEST(ClusterSchema, AColumnChangeAltersBothTablesOtherStatementsGetOnCluster) {
   EXPECT_THAT(log.status().message(), HasSubstr("engine Log has no cluster form"));
 }
 
+// A materialized view watches the shard's copy of its source and writes
+// through the target's Distributed table; a copy of rows runs once.
+TEST(ClusterSchema, AMaterializedViewWatchesTheLocalSourceAndWritesThroughTheDistributedTarget) {
+  auto mv = ClusterStatements("CREATE MATERIALIZED VIEW IF NOT EXISTS hud_x_mv TO materialized_views.x AS\n"
+                              "SELECT head_sha, toInt64(id) AS id FROM workflow_job WHERE id != 0",
+                              kTarget);
+  ASSERT_TRUE(mv.ok()) << mv.status();
+  EXPECT_THAT(Sql(mv), ElementsAre("CREATE MATERIALIZED VIEW IF NOT EXISTS hud_x_mv ON CLUSTER 'relay' TO "
+                                   "materialized_views.x AS SELECT head_sha, toInt64(id) AS id FROM "
+                                   "db1.workflow_job_local WHERE id != 0"));
+  auto join = ClusterStatements("CREATE MATERIALIZED VIEW IF NOT EXISTS m TO t AS SELECT a FROM x JOIN y USING a",
+                                kTarget);
+  EXPECT_THAT(join.status().message(), HasSubstr("one source"));
+  auto copy = ClusterStatements("INSERT INTO hud_run_payload\nSELECT id FROM webhook_deliveries", kTarget);
+  EXPECT_THAT(Sql(copy), ElementsAre("INSERT INTO hud_run_payload\nSELECT id FROM webhook_deliveries"));
+  auto drop = ClusterStatements("DROP VIEW IF EXISTS materialized_views.x", kTarget);
+  EXPECT_THAT(Sql(drop), ElementsAre("DROP VIEW IF EXISTS materialized_views.x ON CLUSTER 'relay'"));
+}
+
 // What reaches a clickhouse.url that does not answer: the error names the
 // cluster's shard list query, not a crash (the shards are looked up there).
 TEST(ClusterSchema, RunOnEveryShardFailsClearlyWithoutAServer) {
