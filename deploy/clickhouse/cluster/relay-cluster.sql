@@ -1481,7 +1481,8 @@ CREATE TABLE IF NOT EXISTS relay.hud_workflow_run_local ON CLUSTER '{cluster}' (
   repository Tuple(owner Tuple(login String)), head_repository Tuple(owner Tuple(login String)),
   actor Tuple(id Int64, login String, type String), triggering_actor Tuple(id Int64, login String, type String),
   pull_requests Array(Tuple(base Tuple(ref String, repo Tuple(id Int64, name String, url String), sha String), head Tuple(ref String, repo Tuple(id Int64, name String, url String), sha String), id Int64, number Int64, url String))),
-  version UInt64
+  version UInt64,
+  INDEX hud_created_at toDateTime64(created_at, 9, 'UTC') TYPE minmax GRANULARITY 1
 ) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/relay/hud_workflow_run_local', '{replica}', version)
 PARTITION BY toYYYYMM(created_at) ORDER BY id;
 CREATE TABLE IF NOT EXISTS relay.hud_workflow_run ON CLUSTER '{cluster}' AS relay.hud_workflow_run_local
@@ -1519,6 +1520,14 @@ SELECT r.id AS id, greatest(r.run_attempt, 1) AS run_attempt, r.run_number AS ru
          + toUInt64(toUnixTimestamp(updated)) * 1000 AS version
 FROM webhook_deliveries AS d
 WHERE d.event = 'workflow_run';
+-- on one replica of each shard:
+ALTER TABLE relay.workflow_job_local ADD INDEX IF NOT EXISTS hud_created_at toDateTime64(created_at, 9, 'UTC') TYPE minmax GRANULARITY 1;
+-- on one replica of each shard:
+ALTER TABLE relay.workflow_job_local ADD INDEX IF NOT EXISTS hud_run_id run_id TYPE minmax GRANULARITY 1;
+-- on one replica of each shard:
+ALTER TABLE relay.workflow_job_local MATERIALIZE INDEX hud_created_at;
+-- on one replica of each shard:
+ALTER TABLE relay.workflow_job_local MATERIALIZE INDEX hud_run_id;
 CREATE TABLE IF NOT EXISTS relay.hud_downstream_job_local ON CLUSTER '{cluster}' (
   id Int64,
   run Int64,
@@ -1840,7 +1849,7 @@ FROM (
     [], 0, '', '',
     [], [], [], [], [], [],
     c.event_type,
-    min(c.dispatched_at) OVER (PARTITION BY c.downstream_repo, c.run_id),
+    c.dispatched_at,
     greatest(c.dispatched_at, c.started_at, c.completed_at)
   FROM hud_downstream_job AS c FINAL
 );

@@ -118,7 +118,8 @@ CREATE TABLE IF NOT EXISTS hud_workflow_run (
            repository Tuple(owner Tuple(login String)), head_repository Tuple(owner Tuple(login String)),
            actor Tuple(id Int64, login String, type String), triggering_actor Tuple(id Int64, login String, type String),
            pull_requests Array(Tuple(base Tuple(ref String, repo Tuple(id Int64, name String, url String), sha String), head Tuple(ref String, repo Tuple(id Int64, name String, url String), sha String), id Int64, number Int64, url String))),
-  version UInt64
+  version UInt64,
+  INDEX hud_created_at toDateTime64(created_at, 9, 'UTC') TYPE minmax GRANULARITY 1
 ) ENGINE = ReplacingMergeTree(version)
 PARTITION BY toYYYYMM(created_at)
 ORDER BY id;
@@ -158,6 +159,17 @@ SELECT r.id AS id, greatest(r.run_attempt, 1) AS run_attempt, r.run_number AS ru
          + toUInt64(toUnixTimestamp(updated)) * 1000 AS version
 FROM webhook_deliveries AS d
 WHERE d.event = 'workflow_run';
+
+-- relay.workflow_job is sorted by id and partitioned by month; the HUD also
+-- reads it by creation time and by run (default.workflow_job's created_at,
+-- as DateTime64, and run_id). Both grow with the id, so a minmax index of
+-- each skips the granules outside a week or a run (also under FINAL: a
+-- job's versions share both). The rows already there are indexed by a
+-- mutation, in the background; until it ends a read is right, not faster.
+ALTER TABLE workflow_job ADD INDEX IF NOT EXISTS hud_created_at toDateTime64(created_at, 9, 'UTC') TYPE minmax GRANULARITY 1;
+ALTER TABLE workflow_job ADD INDEX IF NOT EXISTS hud_run_id run_id TYPE minmax GRANULARITY 1;
+ALTER TABLE workflow_job MATERIALIZE INDEX hud_created_at;
+ALTER TABLE workflow_job MATERIALIZE INDEX hud_run_id;
 
 -- A downstream job (crcr_workflow_job's versions of it, the columns the
 -- views read) under its HUD id: FINAL on an Int64 key, not on relay's
@@ -486,7 +498,8 @@ FROM (
 );
 
 -- Migration 6's default.workflow_job: the downstream jobs from
--- hud_downstream_job.
+-- hud_downstream_job, a downstream job's workflow_created_at its own
+-- dispatch (below).
 CREATE OR REPLACE VIEW default.workflow_job AS
 SELECT
   id, run_id, run_attempt, name, workflow_name, head_sha, head_branch, status, conclusion,
@@ -531,8 +544,10 @@ FROM (
     [], 0, '', '',
     [], [], [], [], [], [],
     c.event_type,
-    -- the downstream run's creation, as migration 4's default.workflow_run has it
-    min(c.dispatched_at) OVER (PARTITION BY c.downstream_repo, c.run_id),
+    -- the downstream run's creation: the dispatch that made it, this job's
+    -- (migrations 4-7: the earliest dispatch of the jobs now in its run, the
+    -- same for the jobs of one dispatch; a window over every downstream job)
+    c.dispatched_at,
     greatest(c.dispatched_at, c.started_at, c.completed_at)
   FROM hud_downstream_job AS c FINAL
 );
