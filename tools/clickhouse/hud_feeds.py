@@ -218,7 +218,6 @@ def check_lookup_tables(sess, check, rows, same, hud_id):
     once each (a lookup may hold a pair twice; an IN does not care). A
     downstream job's id is made here apart (hud_id); its run is its run id,
     created at each job's dispatch."""
-    run_id = run_number
     jobs = rows(sess, "SELECT DISTINCT id, head_sha, toUnixTimestamp(created_at) AS t FROM relay.workflow_job")
     runs = rows(sess, "SELECT DISTINCT id, head_sha, toUnixTimestamp(created_at) AS t FROM relay.workflow_run")
     down = rows(sess, "SELECT DISTINCT id, run_id, head_sha, toUnixTimestamp(dispatched_at) AS t "
@@ -229,9 +228,9 @@ def check_lookup_tables(sess, check, rows, same, hud_id):
             ("workflow_job_by_created_at", [(int(j["id"]), int(j["t"])) for j in jobs] +
              [(hud_id(d["id"]), int(d["t"])) for d in down]),
             ("workflow_run_by_head_sha", [(int(r["id"]), r["head_sha"]) for r in runs] +
-             [(run_id(d["run_id"]), d["head_sha"]) for d in down if run_id(d["run_id"])]),
+             [(run_number(d["run_id"]), d["head_sha"]) for d in down if run_number(d["run_id"])]),
             ("workflow_run_by_created_at", [(int(r["id"]), int(r["t"])) for r in runs] +
-             [(run_id(d["run_id"]), int(d["t"])) for d in down if run_id(d["run_id"])])):
+             [(run_number(d["run_id"]), int(d["t"])) for d in down if run_number(d["run_id"])])):
         key = "head_sha" if table.endswith("head_sha") else "toUnixTimestamp(created_at)"
         got = rows(sess, f"SELECT DISTINCT id, {key} AS k FROM materialized_views.{table}")
         got = [(int(r["id"]), r["k"] if key == "head_sha" else int(r["k"])) for r in got]
