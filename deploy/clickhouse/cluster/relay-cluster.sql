@@ -1547,7 +1547,7 @@ CREATE TABLE IF NOT EXISTS relay.hud_downstream_job_local ON CLUSTER '{cluster}'
   event_type String,
   version UInt64
 ) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/relay/hud_downstream_job_local', '{replica}', version)
-PARTITION BY toYYYYMM(dispatched_at) ORDER BY id;
+ORDER BY id SETTINGS index_granularity = 256;
 CREATE TABLE IF NOT EXISTS relay.hud_downstream_job ON CLUSTER '{cluster}' AS relay.hud_downstream_job_local
 ENGINE = Distributed('{cluster}', relay, hud_downstream_job_local, cityHash64(id));
 CREATE MATERIALIZED VIEW IF NOT EXISTS hud_downstream_job_mv ON CLUSTER '{cluster}' TO hud_downstream_job AS SELECT relay_hud_job_id(id) AS id, toInt64OrZero(run_id) AS run, run_id, run_attempt, downstream_repo, head_sha,

@@ -173,7 +173,9 @@ ALTER TABLE workflow_job MATERIALIZE INDEX hud_run_id;
 
 -- A downstream job (crcr_workflow_job's versions of it, the columns the
 -- views read) under its HUD id: FINAL on an Int64 key, not on relay's
--- 64-character job id. A job's run id is set when it starts and can change
+-- 64-character job id. The id is a hash: one partition and small granules,
+-- so the few ids of a commit are a few granules, not one in every part of
+-- every month (224 of 228 at a year with monthly parts). A job's run id is set when it starts and can change
 -- (a job dispatched again runs in another run), so the views group a run's
 -- jobs from their newest versions here, not by a key of run.
 CREATE TABLE IF NOT EXISTS hud_downstream_job (
@@ -195,8 +197,8 @@ CREATE TABLE IF NOT EXISTS hud_downstream_job (
   event_type String,
   version UInt64
 ) ENGINE = ReplacingMergeTree(version)
-PARTITION BY toYYYYMM(dispatched_at)
-ORDER BY id;
+ORDER BY id
+SETTINGS index_granularity = 256;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS hud_downstream_job_mv TO hud_downstream_job AS
 SELECT relay_hud_job_id(id) AS id, toInt64OrZero(run_id) AS run, run_id, run_attempt, downstream_repo, head_sha,
