@@ -205,6 +205,28 @@ def check_job_columns(sess, check, rows, same, hud_id):
          f"{len(got)} pull requests")
 
     check_lookup_tables(sess, check, rows, same, hud_id)
+    check_run_rows(sess, check, rows, same)
+
+
+def check_run_rows(sess, check, rows, same):
+    """Migration 8's hud_workflow_run makes a run's row from its delivery in
+    SQL, as relay-stats makes relay.workflow_run's in C++ (rows.cc): the
+    upstream rows of default.workflow_run must be relay.workflow_run's
+    latest attempt of each run, field by field."""
+    fields = ("name, event, head_sha, head_branch, status, conclusion, html_url, run_attempt, run_number, workflow_id, "
+              "toUnixTimestamp(created_at) AS c, toUnixTimestamp(updated_at) AS u, toUnixTimestamp(run_started_at) AS s, "
+              "{r} AS repo, {h} AS head_repo")
+    want = rows(sess, "SELECT toInt64(id) AS id, " + fields.format(r="repository_full_name", h="head_repository_full_name") +
+                " FROM relay.workflow_run FINAL ORDER BY id, run_attempt DESC LIMIT 1 BY id")
+    got = rows(sess, "SELECT id, " + fields.format(r="repository.full_name", h="head_repository.full_name") +
+               " FROM default.workflow_run WHERE id IN (SELECT toInt64(id) FROM relay.workflow_run)")
+
+    def key(r):
+        return tuple(str(r[k]) for k in ("id", "name", "event", "head_sha", "head_branch", "status", "conclusion",
+                                         "html_url", "run_attempt", "run_number", "workflow_id", "c", "u", "s",
+                                         "repo", "head_repo"))
+    same(check, "workflow_run (the run's fields, made from its delivery)", [key(r) for r in got],
+         [key(r) for r in want], f"{len(got)} upstream runs, the latest attempt of each")
 
 
 def run_number(text):
