@@ -159,11 +159,14 @@ class DispatchService final : public service::Service {
     // Asked once, at start: dispatch.budget's records must carry the broker's clock.
     RELAY_ASSIGN_OR_RETURN(budget_, SharedBudget::Start(bo, producer_.get(), runtime.factories().follower, *admin,
                                                         clock_, &metrics));
+    // github.max_concurrency connections, shared by github.workers workers.
+    auto connections = std::make_shared<ApiPool>(
+        [this, client_options] { return std::move(*http::Client::New(settings_.api_url, client_options)); },
+        credentials_.get(), s.scheduler.concurrency);
     scheduler_ = std::make_unique<Scheduler>(
         s.scheduler,
-        [this, client_options] {
-          return std::make_unique<Executor>(std::move(*http::Client::New(settings_.api_url, client_options)),
-                                            credentials_.get(), budget_.get(), clock_,
+        [this, connections] {
+          return std::make_unique<Executor>(connections, budget_.get(), clock_,
                                             [this](const std::string& repo) {
                                               return allowlist_->Current()->Find(repo) != nullptr;
                                             });

@@ -113,9 +113,38 @@ std::string_view KindName(const v1::GitHubRequest& request) {
   return "unknown";
 }
 
+ApiPool::ApiPool(std::function<std::unique_ptr<http::Client>()> connect, github::AppCredentials* credentials,
+                 int size) {
+  for (int i = 0; i < std::max(1, size); ++i) {
+    apis_.push_back(std::make_unique<github::Api>(connect(), credentials));
+    free_.push_back(apis_.back().get());
+  }
+}
+
+ApiPool::Lease ApiPool::Take() {
+  std::unique_lock lock(mu_);
+  // Unbounded: a call holds a connection for at most github.request_timeout.
+  cv_.wait(lock, [this] { return !free_.empty(); });
+  github::Api* api = free_.back();
+  free_.pop_back();
+  return Lease(this, api);
+}
+
+void ApiPool::Give(github::Api* api) {
+  {
+    std::lock_guard lock(mu_);
+    free_.push_back(api);
+  }
+  cv_.notify_one();
+}
+
+Executor::Executor(std::shared_ptr<ApiPool> pool, CallBudget* budget, const Clock* clock, IsListed listed)
+    : pool_(std::move(pool)), budget_(budget), clock_(clock), listed_(std::move(listed)) {}
+
 Executor::Executor(std::unique_ptr<http::Client> client, github::AppCredentials* credentials, CallBudget* budget,
                    const Clock* clock, IsListed listed)
-    : api_(std::move(client), credentials), budget_(budget), clock_(clock), listed_(std::move(listed)) {}
+    : Executor(std::make_shared<ApiPool>([&client] { return std::move(client); }, credentials, 1), budget, clock,
+               std::move(listed)) {}
 
 bool Executor::Started(Verdict* verdict) {
   if (started_ || !before_write_ || !*before_write_) return true;
@@ -133,7 +162,8 @@ std::optional<absl::StatusOr<github::ApiResult>> Executor::Call(const github::Ap
                                                                 const std::atomic<bool>& stop, Verdict* verdict) {
   // The App's own endpoints (no repository) are authenticated by its JWT:
   // installation 0 in the budget.
-  absl::StatusOr<int64_t> installation = call.repo.empty() ? absl::StatusOr<int64_t>(0) : api_.Installation(call.repo);
+  absl::StatusOr<int64_t> installation =
+      call.repo.empty() ? absl::StatusOr<int64_t>(0) : pool_->Take()->Installation(call.repo);
   if (!installation.ok()) return absl::StatusOr<github::ApiResult>(installation.status());
   verdict->installation_id = *installation;
   if (!AwaitGrant(*budget_, *clock_, *installation, write, [&stop] { return stop.load(); })) return std::nullopt;
@@ -141,7 +171,7 @@ std::optional<absl::StatusOr<github::ApiResult>> Executor::Call(const github::Ap
     budget_->Observe(*installation, write, 0, {}, false);
     return absl::StatusOr<github::ApiResult>(absl::UnavailableError(verdict->error));
   }
-  auto result = api_.Call(call);
+  auto result = pool_->Take()->Call(call);
   ObserveAnswer(*budget_, *installation, write, result);
   return result;
 }

@@ -57,7 +57,8 @@ Scheduler::Scheduler(SchedulerOptions options, ExecutorFactory executors, const 
                       .Register(*metrics)
                       .Add({})) {
   for (const char* l : {"L4", "L3", "L2", "L1", "none"}) queue_depth_.Add({{"level", l}});
-  for (int i = 0; i < options_.concurrency; ++i) workers_.emplace_back([this] { Work(); });
+  const int workers = std::max(options_.concurrency, options_.workers);
+  for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { Work(); });
   finisher_ = std::thread([this] { FinishSuperseded(); });
 }
 

@@ -1,14 +1,18 @@
 // Carries out one GitHubRequest against the API: the calls it takes (a
 // lookup first for check runs and comments, so a retry or replay updates
 // rather than duplicates), each under the budget, and one verdict.
-// One per worker thread (it owns a connection); not thread-safe itself.
+// One per worker thread; not thread-safe itself. Its calls go out on a
+// connection taken from an ApiPool for the call's length.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "relay/dispatch/budget.h"
 #include "relay/github/api.h"
@@ -49,6 +53,47 @@ bool AwaitGrant(CallBudget& budget, const Clock& clock, int64_t installation, bo
 void ObserveAnswer(CallBudget& budget, int64_t installation, bool write,
                    const absl::StatusOr<github::ApiResult>& result);
 
+// The GitHub connections a scheduler's workers share: at most size() calls
+// at once (github.max_concurrency), each on a connection of its own, taken
+// for one call. Workers outnumber the connections (github.workers): a worker
+// also waits for the budget and for its write's STARTED mark (a fenced
+// Kafka transaction, tens of ms under load), and neither holds a
+// connection, so the marks of many writes share one transaction while the
+// calls stay within GitHub's concurrency. Thread-safe.
+class ApiPool {
+ public:
+  ApiPool(std::function<std::unique_ptr<http::Client>()> connect, github::AppCredentials* credentials, int size);
+
+  // A connection for one call (or one installation lookup): waits for a
+  // free one; given back when the lease ends.
+  class Lease {
+   public:
+    Lease(ApiPool* pool, github::Api* api) : pool_(pool), api_(api) {}
+    Lease(Lease&& o) noexcept : pool_(std::exchange(o.pool_, nullptr)), api_(o.api_) {}
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    Lease& operator=(Lease&&) = delete;
+    ~Lease() {
+      if (pool_) pool_->Give(api_);
+    }
+    github::Api* operator->() const { return api_; }
+
+   private:
+    ApiPool* pool_;
+    github::Api* api_;
+  };
+  Lease Take();
+  size_t size() const { return apis_.size(); }
+
+ private:
+  void Give(github::Api* api);
+
+  std::vector<std::unique_ptr<github::Api>> apis_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<github::Api*> free_;
+};
+
 class Executor {
  public:
   // Called just before the request's first write goes out (the ledger's
@@ -59,6 +104,9 @@ class Executor {
   // repos named by check runs); empty: every repo.
   using IsListed = std::function<bool(const std::string& repo)>;
 
+  // Calls on the pool's connections.
+  Executor(std::shared_ptr<ApiPool> pool, CallBudget* budget, const Clock* clock, IsListed listed = {});
+  // Calls on a connection of its own.
   Executor(std::unique_ptr<http::Client> client, github::AppCredentials* credentials, CallBudget* budget,
            const Clock* clock, IsListed listed = {});
 
@@ -77,7 +125,7 @@ class Executor {
   Verdict Redeliver(const v1::GitHubRequest& r, const std::atomic<bool>& stop);
   bool Started(Verdict* verdict);
 
-  github::Api api_;
+  std::shared_ptr<ApiPool> pool_;
   CallBudget* budget_;
   const Clock* clock_;
   IsListed listed_;

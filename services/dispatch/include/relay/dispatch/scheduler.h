@@ -1,7 +1,8 @@
 // Every GitHub write of the suite goes through here: a priority queue (L4
 // before L3 before L2 before L1; within a level check runs, then re-runs,
 // then dispatches, then comments; then first come), a fixed number of
-// workers (github.max_concurrency), the budget, and retries: transient
+// workers (github.workers; their calls share github.max_concurrency
+// connections: Executor's ApiPool), the budget, and retries: transient
 // failures back off exponentially with jitter until github.retry_deadline,
 // counted from the job's Submit (time spent queued behind other writes
 // counts), rate limits wait as the budget says, permanent failures end at
@@ -68,7 +69,8 @@ struct JobResult {
 std::string SupersedeKey(const v1::GitHubRequest& request);
 
 struct SchedulerOptions {
-  int concurrency = 8;
+  int concurrency = 8;  // GitHub calls at once (the executors' ApiPool)
+  int workers = 0;      // threads taking jobs; 0: concurrency
   std::chrono::milliseconds retry_deadline{10 * 60 * 1000};
   std::chrono::milliseconds backoff_min{1000};
   std::chrono::milliseconds backoff_max{60'000};
