@@ -69,14 +69,19 @@ absl::Status LoopConsumer::RunBatches(BatchOptions options, BatchHandler handler
     RetryAssignDue();
     ResumeDue();
     milliseconds wait(100);
-    if (!pending_.empty()) {
+    const bool enough = options.enough_bytes > 0 && pending_bytes_ >= options.enough_bytes;
+    if (enough) {
+      wait = milliseconds(0);  // only what is waiting already; none: handed over below
+    } else if (!pending_.empty()) {
       // Rounded up: rounded down, the last fraction of a millisecond would
       // be spent polling with a zero timeout, spinning (a profile of the
       // collector found 10% of its CPU there).
       auto left = std::chrono::ceil<milliseconds>(first_at_ + options.max_wait - Clock::now());
       wait = std::clamp(left, milliseconds(0), wait);
     }
+    bool idle = true;  // nothing was waiting
     if (std::optional<ConsumedRecord> record = source_->Poll(wait)) {
+      idle = false;
       auto it = backoff_.find({record->topic, record->partition});
       // A record fetched before its partition was paused: it comes again
       // after the rewind, in order.
@@ -93,7 +98,7 @@ absl::Status LoopConsumer::RunBatches(BatchOptions options, BatchHandler handler
     }
     if (pending_.empty()) continue;
     bool full = pending_.size() >= options.max_records || pending_bytes_ >= options.max_bytes;
-    if (full || Clock::now() >= first_at_ + options.max_wait) {
+    if (full || (enough && idle) || Clock::now() >= first_at_ + options.max_wait) {
       if (absl::Status s = Deliver(handler); !s.ok()) return Fail(s);
     }
   }

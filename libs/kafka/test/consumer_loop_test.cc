@@ -121,6 +121,49 @@ TEST_F(ConsumerLoopTest, BatchesAreBoundedByBytesAndTime) {
   EXPECT_LT(handed - put_at, relay::testing::Within(300ms, 300ms));
 }
 
+// enough_bytes: a batch that large is handed over as soon as nothing more
+// is waiting, not after max_wait; a smaller one still waits it out.
+TEST_F(ConsumerLoopTest, ABatchOfEnoughBytesDoesNotWaitForMoreRecords) {
+  for (int i = 0; i < 3; ++i) Put(0, std::string(100, 'x'));  // 200 bytes each with the key
+  auto consumer = testing::NewFakeConsumer(&broker_, Options(), &dlq_);
+  std::mutex mu;
+  std::vector<size_t> sizes;
+  std::vector<std::chrono::steady_clock::time_point> at;
+  BatchOptions bo;
+  bo.max_records = 1000;
+  bo.max_bytes = 1'000'000;
+  bo.max_wait = 2s;
+  bo.enough_bytes = 500;
+  auto start = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point put_at;
+  bool put = false;
+  RunUntil(
+      *consumer,
+      [&] {
+        return consumer->RunBatches(bo, [&](Batch& b) {
+          std::lock_guard lock(mu);
+          sizes.push_back(b.records().size());
+          at.push_back(std::chrono::steady_clock::now());
+          return absl::OkStatus();
+        });
+      },
+      [&] {
+        std::lock_guard lock(mu);
+        if (at.size() == 1 && !put) {
+          // Below enough_bytes (one small record): max_wait, as before.
+          put = true;
+          put_at = std::chrono::steady_clock::now();
+          Put(0, "small");
+        }
+        return Committed(0) == 4;
+      });
+  ASSERT_EQ(sizes.size(), 2u);
+  EXPECT_EQ(sizes[0], 3u) << "every record waiting goes into the batch";
+  EXPECT_LT(at[0] - start, relay::testing::Within(0ms, 1000ms)) << "600 bytes >= enough_bytes: no wait for max_wait";
+  EXPECT_EQ(sizes[1], 1u);
+  EXPECT_GE(at[1] - put_at, 1900ms);
+}
+
 TEST_F(ConsumerLoopTest, FailedBatchIsRedoneWholeAfterABackoffWhileOtherPartitionsFlow) {
   Put(0, "a0");
   Put(0, "a1");

@@ -210,6 +210,10 @@ class StatsService final : public service::Service {
     batches.max_records = s.batch_rows;
     batches.max_bytes = std::max<int64_t>(1 << 20, s.max_buffer_bytes / 4);
     batches.max_wait = s.batch_interval;
+    // A quarter of a full batch (16 MiB at the default budget: ~250,000 test
+    // cases, a few deliveries' worth of webhooks) makes inserts as large as
+    // waiting would: handed over once nothing more is waiting.
+    batches.enough_bytes = batches.max_bytes / 4;
     consumer_->Start(batches, [this](kafka::Batch& b) { return HandleBatch(b); });
     log::Info("relay-stats configured", {{"clickhouse", s.clickhouse.url},
                                          {"database", s.clickhouse.database},
@@ -236,7 +240,9 @@ class StatsService final : public service::Service {
   // most one insert runs, and HandleBatch returns only once every chunk of
   // the batch is in ClickHouse, so offsets are still stored only after the
   // effect; on any error the batch's rows are dropped and it comes again
-  // whole (inserts are idempotent).
+  // whole (inserts are idempotent). The rollup windows the batch touched
+  // are marked once, after its last insert (a mark per chunk was an insert
+  // of its own, a part in ClickHouse, each waited for).
   absl::Status HandleBatch(kafka::Batch& batch) {
     // The rows of one insert: bounded by stats.batch_rows and by a quarter
     // of the memory budget, whatever the batch holds.
@@ -259,7 +265,12 @@ class StatsService final : public service::Service {
     if (failed.ok()) failed = HandOver();
     if (absl::Status last = AwaitInsert(); failed.ok()) failed = last;
     converting_.Clear();
+    std::set<Window> windows = std::exchange(batch_windows_, {});
     RELAY_RETURN_IF_ERROR(failed);
+    if (absl::Status st = MarkWindows(*writer_, windows, clock_->UnixMillis()); !st.ok()) {
+      errors_.Add({{"code", ErrorLabel(st)}, {"op", "mark"}}).Increment();
+      return st;
+    }
     if (oldest_ms > 0) lag_.Set(static_cast<double>(clock_->UnixMillis() - oldest_ms) / 1000.0);
     return absl::OkStatus();
   }
@@ -270,7 +281,9 @@ class StatsService final : public service::Service {
   // any (nothing new is started then).
   absl::Status HandOver() {
     RELAY_RETURN_IF_ERROR(AwaitInsert());
-    if (converting_.rows() == 0 && converting_.windows().empty()) return absl::OkStatus();
+    batch_windows_.merge(converting_.windows());
+    converting_.windows().clear();  // merge leaves the ones already there
+    if (converting_.rows() == 0) return absl::OkStatus();
     std::swap(converting_, inserting_);
     insert_ = std::async(std::launch::async, [this] {
       absl::Status st = InsertRows(inserting_);
@@ -282,7 +295,8 @@ class StatsService final : public service::Service {
 
   absl::Status AwaitInsert() { return insert_.valid() ? insert_.get() : absl::OkStatus(); }
 
-  // Inserts every table's rows, then marks the rollup windows they touched.
+  // Inserts every table's rows (their rollup windows are marked by
+  // HandleBatch, once the batch's last insert is in).
   absl::Status InsertRows(Rows& rows) {
     for (const auto& [table, data] : rows.tables()) {
       if (data.rows() == 0) continue;
@@ -298,10 +312,6 @@ class StatsService final : public service::Service {
       inserted_.Add({{"table", table->name}}).Increment(static_cast<double>(data.rows()));
       insert_seconds_.Add({{"table", table->name}}, kSecondsBuckets).Observe(secs);
       insert_rows_.Add({{"table", table->name}}, kRowsBuckets).Observe(static_cast<double>(data.rows()));
-    }
-    if (absl::Status st = MarkWindows(*writer_, rows.windows(), clock_->UnixMillis()); !st.ok()) {
-      errors_.Add({{"code", ErrorLabel(st)}, {"op", "mark"}}).Increment();
-      return st;
     }
     return absl::OkStatus();
   }
@@ -411,6 +421,7 @@ class StatsService final : public service::Service {
   // fetch queue stay within it.
   Rows converting_, inserting_;
   std::future<absl::Status> insert_;
+  std::set<Window> batch_windows_;  // the batch's, from the chunks handed over
 
   bool tz_warned_ = false;  // host thread of CheckClickHouse only
   std::mutex health_mu_;
