@@ -14,6 +14,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_split.h"
+#include "relay/base/digest.h"
 
 namespace relay::auth {
 namespace {
@@ -35,6 +36,15 @@ absl::StatusOr<boost::json::object> ParseObject(absl::string_view b64, const cha
 
 }  // namespace
 
+absl::Status RsaKey::PrepareVerifier() {
+  std::shared_ptr<EVP_MD_CTX> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestVerifyInit(ctx.get(), nullptr, Sha256Md(), nullptr, key_.get()) != 1) {
+    return absl::InvalidArgumentError("the RSA key cannot verify RS256");
+  }
+  verifier_ = std::move(ctx);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<RsaKey> RsaKey::FromPem(std::string_view pem) {
   std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())), BIO_free);
   RsaKey key;
@@ -49,6 +59,7 @@ absl::StatusOr<RsaKey> RsaKey::FromPem(std::string_view pem) {
   }
   if (EVP_PKEY_get_base_id(key.key_.get()) != EVP_PKEY_RSA) return absl::InvalidArgumentError("the PEM key is not RSA");
   if (EVP_PKEY_get_bits(key.key_.get()) < 2048) return absl::InvalidArgumentError("RSA keys shorter than 2048 bits are refused");
+  if (absl::Status st = key.PrepareVerifier(); !st.ok()) return st;
   return key;
 }
 
@@ -86,6 +97,7 @@ absl::StatusOr<RsaKey> RsaKey::FromJwk(std::string_view n, std::string_view e) {
   RsaKey key;
   key.key_ = Own(pkey);
   if (EVP_PKEY_get_bits(pkey) < 2048) return absl::InvalidArgumentError("RSA keys shorter than 2048 bits are refused");
+  if (absl::Status st = key.PrepareVerifier(); !st.ok()) return st;
   return key;
 }
 
@@ -96,7 +108,7 @@ absl::StatusOr<std::string> SignRs256(const boost::json::object& claims, const R
   std::string input = B64(boost::json::serialize(header)) + "." + B64(boost::json::serialize(claims));
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   size_t len = 0;
-  if (EVP_DigestSignInit(ctx.get(), nullptr, EVP_sha256(), nullptr, key.get()) != 1 ||
+  if (EVP_DigestSignInit(ctx.get(), nullptr, Sha256Md(), nullptr, key.get()) != 1 ||
       EVP_DigestSign(ctx.get(), nullptr, &len, reinterpret_cast<const unsigned char*>(input.data()), input.size()) != 1) {
     return absl::InternalError("RS256 signing failed");
   }
@@ -132,7 +144,9 @@ absl::StatusOr<VerifiedJwt> VerifyRs256(std::string_view token, const RsaKey& ke
   if (!Unb64(parts[2], &signature) || signature.empty()) return absl::UnauthenticatedError("JWT signature is not base64url");
   std::string_view input = token.substr(0, parts[0].size() + 1 + parts[1].size());
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  if (EVP_DigestVerifyInit(ctx.get(), nullptr, EVP_sha256(), nullptr, key.get()) != 1 ||
+  // A copy of the key's prepared context (read concurrently by every
+  // verifying thread; EVP_MD_CTX_copy_ex only reads its source).
+  if (!key.verifier() || EVP_MD_CTX_copy_ex(ctx.get(), key.verifier()) != 1 ||
       EVP_DigestVerify(ctx.get(), reinterpret_cast<const unsigned char*>(signature.data()), signature.size(),
                        reinterpret_cast<const unsigned char*>(input.data()), input.size()) != 1) {
     return absl::UnauthenticatedError("JWT signature does not verify");

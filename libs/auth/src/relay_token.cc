@@ -16,6 +16,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_split.h"
+#include "relay/base/digest.h"
 
 namespace relay::auth {
 namespace {
@@ -33,7 +34,7 @@ bool ValidKeyId(std::string_view id) {
 std::array<unsigned char, 32> Mac(std::string_view key, std::string_view data) {
   std::array<unsigned char, 32> mac{};
   unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
+  HMAC(Sha256Md(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
        data.size(), mac.data(), &len);
   return mac;
 }

@@ -6,10 +6,20 @@
 
 namespace relay {
 
+const EVP_MD* Sha256Md() {
+  // Never freed: one for the process, reachable from here to its end.
+  static const EVP_MD* md = [] {
+    EVP_MD* fetched = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+    RELAY_CHECK(fetched != nullptr);
+    return fetched;
+  }();
+  return md;
+}
+
 std::array<uint8_t, 32> Sha256(std::string_view data) {
   std::array<uint8_t, 32> digest{};
   unsigned int len = 0;
-  RELAY_CHECK(EVP_Digest(data.data(), data.size(), digest.data(), &len, EVP_sha256(), nullptr) == 1 &&
+  RELAY_CHECK(EVP_Digest(data.data(), data.size(), digest.data(), &len, Sha256Md(), nullptr) == 1 &&
               len == digest.size());
   return digest;
 }

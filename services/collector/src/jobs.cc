@@ -1,5 +1,7 @@
 #include "relay/collector/jobs.h"
 
+#include <algorithm>
+
 #include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -417,6 +419,7 @@ std::vector<std::string> Jobs::InProgressSince(int64_t cutoff_ms) const {
   for (const auto& [id, job] : jobs_) {
     if (job.state() == kInProgress && job.in_progress_at_unix_ms() < cutoff_ms) out.push_back(id);
   }
+  std::sort(out.begin(), out.end());  // the sweep in a stable order
   return out;
 }
 
@@ -429,15 +432,12 @@ void Jobs::Prune(int64_t cutoff_ms, int64_t now_unix) {
   }
   // A token verifies until its exp plus the verifier's skew (60 s); keep
   // it well past that, instances' clocks may differ a little.
-  for (auto it = tokens_.begin(); it != tokens_.end();) {
-    it = it->second.expires_at + kTokenGraceSeconds < now_unix ? tokens_.erase(it) : std::next(it);
-  }
+  absl::erase_if(tokens_, [&](const auto& kv) { return kv.second.expires_at + kTokenGraceSeconds < now_unix; });
   // Jobs leave with the same history (collector.state's retention is
   // as long): a late duplicate within it is still refused.
-  for (auto it = jobs_.begin(); it != jobs_.end();) {
-    int64_t last = std::max(it->second.in_progress_at_unix_ms(), it->second.completed_at_unix_ms());
-    it = last < cutoff_ms ? jobs_.erase(it) : std::next(it);
-  }
+  absl::erase_if(jobs_, [&](const auto& kv) {
+    return std::max(kv.second.in_progress_at_unix_ms(), kv.second.completed_at_unix_ms()) < cutoff_ms;
+  });
   absl::erase_if(decided_, [&](const auto& kv) { return static_cast<int64_t>(kv.second.completed_s) * 1000 < cutoff_ms; });
 }
 

@@ -58,7 +58,7 @@ class ReportUploads::Upload final : public http::BodyStream, public std::enable_
     id.mutable_workflow()->set_run_attempt(target_.run_attempt);
     id.mutable_workflow()->set_job_name(target_.job_name);
     job_id_ = JobId(id);
-    EVP_DigestInit_ex(sha_.get(), EVP_sha256(), nullptr);
+    EVP_DigestInit_ex(sha_.get(), Sha256Md(), nullptr);
     auto sink = [this](TestCase&& tc) { return Add(std::move(tc)); };
     parser_ = target_.json ? NewJsonReportParser({}, sink) : NewJUnitParser({}, sink);
     if (target_.gzip) {

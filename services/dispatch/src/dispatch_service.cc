@@ -155,7 +155,7 @@ class DispatchService final : public service::Service {
     bo.budget = s.budget;
     bo.lease = s.budget_lease;
     bo.hold = s.budget_lease + s.request_timeout + 10s;
-    bo.max_claim = std::max(1, s.scheduler.workers);
+    bo.max_claim = std::max(1, s.scheduler.concurrency);
     // Asked once, at start: dispatch.budget's records must carry the broker's clock.
     RELAY_ASSIGN_OR_RETURN(budget_, SharedBudget::Start(bo, producer_.get(), runtime.factories().follower, *admin,
                                                         clock_, &metrics));

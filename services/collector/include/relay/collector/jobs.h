@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/statusor.h"
 #include "relay/v1/collector.pb.h"
 #include "relay/v1/dispatch.pb.h"
@@ -122,7 +123,11 @@ class Jobs {
   const v1::DispatchFact* FindDispatch(const std::string& repo, const std::string& delivery) const;
 
   StateFetcher fetch_;
-  std::map<std::string, v1::JobState> jobs_;                          // job id -> held whole
+  // Hashed, not ordered: a callback looks its job and its token up, and
+  // both maps hold every job of the history (a std::map's ~17 comparisons
+  // of long, common-prefixed strings per lookup were 5% of the collector's
+  // CPU under load: docs/benchmarks.md). Nodes, so a job's address holds.
+  absl::node_hash_map<std::string, v1::JobState> jobs_;               // job id -> held whole
   absl::flat_hash_map<JobKey, DecidedJob, JobKeyHash> decided_;       // compact
   std::map<std::pair<std::string, std::string>, v1::DispatchFact> dispatches_;  // (repo lower, delivery) ->
   struct SeenSha {
@@ -130,7 +135,7 @@ class Jobs {
     int64_t at_ms = 0;  // latest dispatch of it
   };
   std::map<std::pair<std::string, std::string>, SeenSha> shas_;  // (repo lower, upstream sha) dispatched
-  std::map<std::string, UsedToken> tokens_;                           // token id -> the callback it carried
+  absl::node_hash_map<std::string, UsedToken> tokens_;                // token id -> the callback it carried
 };
 
 // The job's row for ci.results, built from its state.
