@@ -438,6 +438,10 @@ void Jobs::Prune(int64_t cutoff_ms, int64_t now_unix) {
   absl::erase_if(jobs_, [&](const auto& kv) {
     return std::max(kv.second.in_progress_at_unix_ms(), kv.second.completed_at_unix_ms()) < cutoff_ms;
   });
+  // A hash table keeps its slots when emptied: after a burst, give back
+  // what the jobs and tokens left (their nodes are freed already).
+  if (tokens_.size() < tokens_.bucket_count() / 4) tokens_.rehash(0);
+  if (jobs_.size() < jobs_.bucket_count() / 4) jobs_.rehash(0);
   absl::erase_if(decided_, [&](const auto& kv) { return static_cast<int64_t>(kv.second.completed_s) * 1000 < cutoff_ms; });
 }
 
