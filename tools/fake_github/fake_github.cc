@@ -251,6 +251,7 @@ class FakeImpl final : public FakeGitHub {
                                   {"calls_by_endpoint", by_endpoint},
                                   {"dispatches", dispatches_},
                                   {"in_flight", in_flight_},
+                                  {"max_in_flight", max_in_flight_},  // requests at once, at the most
                                   {"breaches", json::object{{"primary", primary_breaches_},
                                                             {"secondary", secondary_breaches_},
                                                             {"hourly", hourly_breaches_},
@@ -294,6 +295,7 @@ class FakeImpl final : public FakeGitHub {
     comments_.clear();
     dispatches_ = primary_breaches_ = secondary_breaches_ = token_fetches_ = unauthorized_ = reinstalls_ = 0;
     hourly_breaches_ = retry_after_breaches_ = retry_after_answers_ = 0;
+    max_in_flight_ = in_flight_;
     hour_times_.clear();
     retry_after_until_ = {};
     latency_ms_ = 0;
@@ -369,7 +371,7 @@ class FakeImpl final : public FakeGitHub {
     http::Response response;
     {
       std::lock_guard lock(mu_);
-      ++in_flight_;
+      max_in_flight_ = std::max(max_in_flight_, ++in_flight_);
       response = Route(r, seg, &call);
     }
     Respond(std::move(s), std::move(response), std::move(call));
@@ -766,7 +768,8 @@ class FakeImpl final : public FakeGitHub {
   int64_t next_id_ = 7'000'000;
   std::vector<json::object> calls_;
   std::map<std::string, int64_t> calls_by_endpoint_;
-  int64_t dispatches_ = 0, primary_breaches_ = 0, secondary_breaches_ = 0, token_fetches_ = 0, in_flight_ = 0;
+  int64_t dispatches_ = 0, primary_breaches_ = 0, secondary_breaches_ = 0, token_fetches_ = 0, in_flight_ = 0,
+          max_in_flight_ = 0;
   int64_t unauthorized_ = 0, reinstalls_ = 0;  // 401s on repository calls; reinstall configs
   int64_t content_hour_limit_ = 1'000'000'000;  // content-creating writes an hour; off unless configured
   std::deque<Clock::time_point> hour_times_;

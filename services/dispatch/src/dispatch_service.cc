@@ -162,7 +162,7 @@ class DispatchService final : public service::Service {
     // github.max_concurrency connections, shared by github.workers workers.
     auto connections = std::make_shared<ApiPool>(
         [this, client_options] { return std::move(*http::Client::New(settings_.api_url, client_options)); },
-        credentials_.get(), s.scheduler.concurrency);
+        credentials_.get(), s.scheduler.concurrency, s.budget_lease);
     scheduler_ = std::make_unique<Scheduler>(
         s.scheduler,
         [this, connections] {

@@ -114,17 +114,23 @@ std::string_view KindName(const v1::GitHubRequest& request) {
 }
 
 ApiPool::ApiPool(std::function<std::unique_ptr<http::Client>()> connect, github::AppCredentials* credentials,
-                 int size) {
+                 int size, std::chrono::milliseconds grant_wait)
+    : grant_wait_(grant_wait) {
   for (int i = 0; i < std::max(1, size); ++i) {
     apis_.push_back(std::make_unique<github::Api>(connect(), credentials));
     free_.push_back(apis_.back().get());
   }
 }
 
-ApiPool::Lease ApiPool::Take() {
+std::optional<ApiPool::Lease> ApiPool::Take(const std::atomic<bool>& stop, std::chrono::milliseconds wait) {
+  auto deadline = std::chrono::steady_clock::now() + wait;
   std::unique_lock lock(mu_);
-  // Unbounded: a call holds a connection for at most github.request_timeout.
-  cv_.wait(lock, [this] { return !free_.empty(); });
+  // In short steps, so a stop is not held up by calls in progress.
+  while (free_.empty()) {
+    auto now = std::chrono::steady_clock::now();
+    if (stop.load() || now >= deadline) return std::nullopt;
+    cv_.wait_for(lock, std::min<std::chrono::steady_clock::duration>(deadline - now, std::chrono::milliseconds(50)));
+  }
   github::Api* api = free_.back();
   free_.pop_back();
   return Lease(this, api);
@@ -162,18 +168,49 @@ std::optional<absl::StatusOr<github::ApiResult>> Executor::Call(const github::Ap
                                                                 const std::atomic<bool>& stop, Verdict* verdict) {
   // The App's own endpoints (no repository) are authenticated by its JWT:
   // installation 0 in the budget.
-  absl::StatusOr<int64_t> installation =
-      call.repo.empty() ? absl::StatusOr<int64_t>(0) : pool_->Take()->Installation(call.repo);
+  absl::StatusOr<int64_t> installation = 0;
+  if (!call.repo.empty()) {
+    // No grant is held yet: wait as long as it takes.
+    for (;;) {
+      if (auto lease = pool_->Take(stop, std::chrono::milliseconds(100))) {
+        installation = (*lease)->Installation(call.repo);
+        break;
+      }
+      if (stop.load()) return std::nullopt;
+    }
+  }
   if (!installation.ok()) return absl::StatusOr<github::ApiResult>(installation.status());
   verdict->installation_id = *installation;
-  if (!AwaitGrant(*budget_, *clock_, *installation, write, [&stop] { return stop.load(); })) return std::nullopt;
-  if (write && !Started(verdict)) {
+  auto unwanted = [this] { return wanted_ && *wanted_ && !(*wanted_)(); };
+  for (;;) {
+    if (!AwaitGrant(*budget_, *clock_, *installation, write, [&stop] { return stop.load(); })) return std::nullopt;
+    if (granted_ && *granted_) (*granted_)();  // the scheduler's admission ends at the first (it runs once)
+    if (write && !Started(verdict)) {
+      budget_->Observe(*installation, write, 0, {}, false);
+      return absl::StatusOr<github::ApiResult>(absl::UnavailableError(verdict->error));
+    }
+    if (auto lease = pool_->Take(stop, pool_->grant_wait())) {
+      // Marked, then a wait for a connection: the partition may have gone
+      // to another member meanwhile (its revoke cancels the job), and then
+      // the write is its next owner's to make, not this one's.
+      if (write && unwanted()) {
+        budget_->Observe(*installation, write, 0, {}, false);
+        return absl::StatusOr<github::ApiResult>(absl::UnavailableError("no longer wanted before its call"));
+      }
+      auto result = (*lease)->Call(call);
+      ObserveAnswer(*budget_, *installation, write, result);
+      return result;
+    }
+    // No connection free within the grant's lease (every one busy: GitHub
+    // slow): the grant counts as spent, unused (the budget's books expect a
+    // granted call within its lease), and a new one is asked for; a write
+    // stays marked meanwhile.
     budget_->Observe(*installation, write, 0, {}, false);
-    return absl::StatusOr<github::ApiResult>(absl::UnavailableError(verdict->error));
+    if (stop.load()) return std::nullopt;
+    if (write && unwanted()) {
+      return absl::StatusOr<github::ApiResult>(absl::UnavailableError("no longer wanted before its call"));
+    }
   }
-  auto result = pool_->Take()->Call(call);
-  ObserveAnswer(*budget_, *installation, write, result);
-  return result;
 }
 
 bool AwaitGrant(CallBudget& budget, const Clock& clock, int64_t installation, bool write,
@@ -194,9 +231,12 @@ void ObserveAnswer(CallBudget& budget, int64_t installation, bool write,
 }
 
 Verdict Executor::Execute(const v1::GitHubRequest& request, const std::atomic<bool>& stop,
-                          const BeforeWrite& before_write) {
+                          const BeforeWrite& before_write, const std::function<bool()>& wanted,
+                          const std::function<void()>& granted) {
   started_ = false;
   before_write_ = &before_write;
+  wanted_ = &wanted;
+  granted_ = &granted;
   Verdict v;
   switch (request.call_case()) {
     case v1::GitHubRequest::kDispatch: v = Dispatch(request, stop); break;
@@ -210,6 +250,8 @@ Verdict Executor::Execute(const v1::GitHubRequest& request, const std::atomic<bo
       v.error = "request names no GitHub call";
   }
   before_write_ = nullptr;
+  wanted_ = nullptr;
+  granted_ = nullptr;
   return v;
 }
 

@@ -194,7 +194,7 @@ void Scheduler::Work() {
           queue_depth_.Add({{"level", LevelLabel(j->request.level())}}).Increment();
           ready_.push(Ready{j->request.level(), KindRank(j->request), seq_++, std::move(j)});
         }
-        if (!ready_.empty()) break;
+        if (!ready_.empty() && admitted_ < options_.concurrency) break;
         // Real time for the wait: a FakeClock in tests only decides due-ness.
         cv_.wait_for(lock, std::chrono::milliseconds(50));
       }
@@ -203,14 +203,27 @@ void Scheduler::Work() {
       queue_depth_.Add({{"level", LevelLabel(job->request.level())}}).Decrement();
       if (job->finished) continue;  // superseded while queued: its result is given
       job->in_worker = true;
+      ++admitted_;
     }
+    // Once: at the job's first grant, or when its attempt ends without one.
+    bool admission_open = true;
+    auto admitted = [this, &admission_open] {
+      if (!std::exchange(admission_open, false)) return;
+      {
+        std::lock_guard lock(mu_);
+        --admitted_;
+      }
+      cv_.notify_one();
+    };
     if (job->attempts == 0) job->first_attempt = clock_->Now();
     if (job->wanted && !job->wanted()) {
+      admitted();
       Finish(job, Verdict{Verdict::Kind::kTransient, 0, "cancelled", "", 0}, JobResult::Kind::kCancelled);
       continue;
     }
     ++job->attempts;
-    Verdict v = executor->Execute(job->request, stop_, job->before_write);
+    Verdict v = executor->Execute(job->request, stop_, job->before_write, job->wanted, admitted);
+    admitted();
     calls_.Add({{"endpoint", v.endpoint.empty() ? std::string(KindName(job->request)) : v.endpoint},
                 {"status", std::to_string(v.http_status)}})
         .Increment();
@@ -222,6 +235,12 @@ void Scheduler::Work() {
     if (superseded) {
       Finish(job, Verdict{Verdict::Kind::kTransient, 0, "superseded by " + job->superseded_by, "", 0},
              JobResult::Kind::kSuperseded);
+      continue;
+    }
+    // No longer wanted (its partition went to another member while it ran,
+    // e.g. between its mark and its call): ends now, not after a backoff.
+    if (v.kind == Verdict::Kind::kTransient && job->wanted && !job->wanted()) {
+      Finish(job, v, JobResult::Kind::kCancelled);
       continue;
     }
     switch (v.kind) {

@@ -35,12 +35,14 @@ absl::StatusOr<DispatchSettings> LoadSettings(Config& config, const service::Com
   s.topics.budget = config.String("github.budget_topic", s.topics.budget);
   s.budget_lease = config.Duration("github.budget_lease", 2s, 100ms, 1min);
   s.scheduler.concurrency = static_cast<int>(config.Int("github.max_concurrency", 8, 1, 256));
-  // Threads taking writes: each also waits for the budget and for its
-  // STARTED mark's fenced transaction, holding no connection meanwhile, so
-  // several per connection keep the connections busy (docs/benchmarks.md,
-  // "Dispatch at 2,000 writes/s").
+  // Threads taking writes. Past max_concurrency, the extra ones wait for
+  // their STARTED mark's fenced transaction holding no connection, so the
+  // connections stay busy (2,000 writes/s instead of 1,400 with 512 on 64:
+  // docs/benchmarks.md, "Dispatch: workers apart from connections"); the
+  // cost is more writes between their call and their DONE record, repeated
+  // after a crash. The default keeps one per connection.
   s.scheduler.workers = static_cast<int>(
-      config.Int("github.workers", 8 * s.scheduler.concurrency, s.scheduler.concurrency, 4096));
+      config.Int("github.workers", s.scheduler.concurrency, s.scheduler.concurrency, 4096));
   s.scheduler.retry_deadline = config.Duration("github.retry_deadline", 10min, 1s, 24h);
   s.allowlist_file = config.RequiredString("allowlist.file");
   s.allowlist_reload = config.Duration("allowlist.reload_interval", 10s, 100ms, 1h);

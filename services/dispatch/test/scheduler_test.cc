@@ -104,6 +104,50 @@ TEST_F(SchedulerTest, L4WorkQueuedWithL1WorkGoesFirst) {
   EXPECT_EQ(order.back().substr(0, 2), "l1");
 }
 
+// github.workers above github.max_concurrency: the workers share the
+// connections, so GitHub never has more calls at once than there are
+// connections, however many workers wait.
+TEST_F(SchedulerTest, WorkersShareTheConnectionsAndNoMoreCallsThanConnectionsAreOpen) {
+  Control(bhttp::verb::post, "/_fake/config", R"({"latency_ms":40})");
+  budget_ = std::make_unique<Budget>(BudgetOptions{1000, 60s}, &clock_);
+  auto pool = std::make_shared<ApiPool>([this] { return std::move(*http::Client::New(Origin())); },
+                                        credentials_.get(), 2);
+  SchedulerOptions o;
+  o.concurrency = 2;
+  o.workers = 8;
+  scheduler_ = std::make_unique<Scheduler>(
+      o, [this, pool] { return std::make_unique<Executor>(pool, budget_.get(), &clock_); }, &clock_, &registry_);
+  std::vector<std::future<JobResult>> all;
+  for (int i = 0; i < 12; ++i) all.push_back(Submit(Dispatch("acme/r" + std::to_string(i), 2, "w" + std::to_string(i))));
+  for (auto& f : all) ASSERT_EQ(f.get().kind, JobResult::Kind::kDone);
+  auto stats = Control(bhttp::verb::get, "/_fake/stats");
+  EXPECT_EQ(stats.at("dispatches").as_int64(), 12);
+  EXPECT_LE(stats.at("max_in_flight").as_int64(), 2);
+  EXPECT_EQ(stats.at("max_in_flight").as_int64(), 2) << "both connections were used";
+}
+
+// A write whose partition went to another member between its STARTED mark
+// and its call (it waited for a connection meanwhile) is not sent: it ends
+// cancelled, for the partition's next owner to make.
+TEST_F(SchedulerTest, AWriteNoLongerWantedAfterItsMarkIsNotSent) {
+  SchedulerOptions o;
+  o.concurrency = 1;
+  StartScheduler(o);
+  auto wanted = std::make_shared<std::atomic<bool>>(true);
+  auto p = std::make_shared<std::promise<JobResult>>();
+  auto f = p->get_future();
+  scheduler_->Submit(
+      Dispatch("acme/revoked", 2, "revoked-1"), [p](JobResult r) { p->set_value(std::move(r)); },
+      [wanted] { return wanted->load(); },
+      [wanted]() -> absl::Status {
+        wanted->store(false);  // the revoke lands right after the mark
+        return absl::OkStatus();
+      });
+  JobResult r = f.get();
+  EXPECT_EQ(r.kind, JobResult::Kind::kCancelled);
+  EXPECT_EQ(Control(bhttp::verb::get, "/_fake/stats").at("dispatches").as_int64(), 0);
+}
+
 // A synchronize of PR `pr` at `head` for `repo`.
 v1::GitHubRequest PrDispatch(const std::string& repo, const std::string& id, int pr, const std::string& head) {
   v1::GitHubRequest r;

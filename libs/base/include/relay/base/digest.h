@@ -14,8 +14,9 @@ namespace relay {
 // OpenSSL's SHA-256, fetched once from the default provider. OpenSSL 3
 // looks EVP_sha256() up again in its provider store (locks, a hash table)
 // on every use: 500-750 ns a 200-byte digest against 200-370 ns with the
-// fetched one (docs/benchmarks.md, "Verified callbacks"). For EVP_Digest*,
-// EVP_DigestSign/VerifyInit and HMAC alike.
+// fetched one (docs/benchmarks.md, "Verified callbacks"). For EVP_Digest*
+// and EVP_DigestSign/VerifyInit; HMAC() takes it too but gains nothing (it
+// looks its digest up by name on every call).
 const evp_md_st* Sha256Md();
 
 // SHA-256 of `data`.

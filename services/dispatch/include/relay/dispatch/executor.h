@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -59,10 +60,14 @@ void ObserveAnswer(CallBudget& budget, int64_t installation, bool write,
 // also waits for the budget and for its write's STARTED mark (a fenced
 // Kafka transaction, tens of ms under load), and neither holds a
 // connection, so the marks of many writes share one transaction while the
-// calls stay within GitHub's concurrency. Thread-safe.
+// calls stay within GitHub's concurrency. A granted call waits for a
+// connection at most `grant_wait` (github.budget_lease: the shared budget
+// counts a grant's call within its lease); Executor then asks the budget
+// again. Thread-safe.
 class ApiPool {
  public:
-  ApiPool(std::function<std::unique_ptr<http::Client>()> connect, github::AppCredentials* credentials, int size);
+  ApiPool(std::function<std::unique_ptr<http::Client>()> connect, github::AppCredentials* credentials, int size,
+          std::chrono::milliseconds grant_wait = std::chrono::hours(1));
 
   // A connection for one call (or one installation lookup): waits for a
   // free one; given back when the lease ends.
@@ -82,13 +87,17 @@ class ApiPool {
     ApiPool* pool_;
     github::Api* api_;
   };
-  Lease Take();
+  // A free connection; nullopt when none came free within `wait` or `stop`
+  // turned true meanwhile.
+  std::optional<Lease> Take(const std::atomic<bool>& stop, std::chrono::milliseconds wait);
+  std::chrono::milliseconds grant_wait() const { return grant_wait_; }
   size_t size() const { return apis_.size(); }
 
  private:
   void Give(github::Api* api);
 
   std::vector<std::unique_ptr<github::Api>> apis_;
+  std::chrono::milliseconds grant_wait_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<github::Api*> free_;
@@ -111,7 +120,13 @@ class Executor {
            const Clock* clock, IsListed listed = {});
 
   // `stop` ends budget waits early (the verdict is then transient).
-  Verdict Execute(const v1::GitHubRequest& request, const std::atomic<bool>& stop, const BeforeWrite& before_write);
+  // `wanted`, when given, is asked again between a write's STARTED mark and
+  // its call (the wait for a connection lies between): false ends the
+  // attempt unsent, transient (the scheduler then cancels the job).
+  // `granted`, when given, runs once the request's first call has its
+  // budget grant (the scheduler's admission: see Scheduler).
+  Verdict Execute(const v1::GitHubRequest& request, const std::atomic<bool>& stop, const BeforeWrite& before_write,
+                  const std::function<bool()>& wanted = {}, const std::function<void()>& granted = {});
 
  private:
   // One call under the budget; nullopt when stopped while waiting.
@@ -130,6 +145,8 @@ class Executor {
   const Clock* clock_;
   IsListed listed_;
   const BeforeWrite* before_write_ = nullptr;  // of the request in hand
+  const std::function<bool()>* wanted_ = nullptr;  // of the request in hand
+  const std::function<void()>* granted_ = nullptr;  // of the request in hand
   bool started_ = false;                       // before_write ran for it
 };
 

@@ -70,7 +70,7 @@ std::string SupersedeKey(const v1::GitHubRequest& request);
 
 struct SchedulerOptions {
   int concurrency = 8;  // GitHub calls at once (the executors' ApiPool)
-  int workers = 0;      // threads taking jobs; 0: concurrency
+  int workers = 0;      // threads taking jobs; 0 (or fewer): concurrency
   std::chrono::milliseconds retry_deadline{10 * 60 * 1000};
   std::chrono::milliseconds backoff_min{1000};
   std::chrono::milliseconds backoff_max{60'000};
@@ -144,6 +144,11 @@ class Scheduler {
   std::priority_queue<Ready> ready_;
   std::multimap<std::chrono::steady_clock::time_point, std::shared_ptr<Job>> delayed_;  // backoffs
   uint64_t seq_ = 0;
+  // Jobs taken from the queue that have not reached their first grant yet
+  // (under mu_): at most `concurrency`, so with more workers than that the
+  // queue's order (L4 first) is still the order the budget is asked in,
+  // and the extra workers only wait for marks and connections.
+  int admitted_ = 0;
   std::atomic<bool> stop_{false};
   std::vector<std::thread> workers_;
   std::map<std::string, std::shared_ptr<Job>> newest_;  // by coalesce key, until it finishes
