@@ -183,14 +183,49 @@ def check_job_columns(sess, check, rows, same, hud_id):
     same(check, "materialized_views.workflow_job_by_completed_at", [(int(r["id"]), int(r["c"])) for r in got], want,
          f"{len(got)} jobs")
 
-    up = rows(sess, "SELECT id, argMax(pull_request_numbers, run_attempt) AS prs FROM relay.workflow_run FINAL GROUP BY id")
-    down = rows(sess, "SELECT toInt64OrZero(run_id) AS id, argMax(pr_number, toUInt32OrZero(run_attempt)) AS pr "
-                      "FROM relay.crcr_workflow_job FINAL WHERE toInt64OrZero(run_id) != 0 GROUP BY downstream_repo, "
-                      "run_id HAVING pr > 0")
-    want = [(int(u["id"]), int(n)) for u in up for n in u["prs"]] + [(int(d["id"]), int(d["pr"])) for d in down]
-    got = rows(sess, "SELECT id, pr_number FROM materialized_views.workflow_run_by_pr_num")
-    same(check, "materialized_views.workflow_run_by_pr_num", [(int(r["id"]), int(r["pr_number"])) for r in got], want,
-         f"{len(got)} (run, pull request) pairs")
+    # An upstream run's PRs are those of its latest attempt's newest delivery
+    # (the highest version). Two deliveries of one run can tie on it (same
+    # attempt, status and updated_at) and still differ (the example payloads
+    # do, run 289782451: one lists PR 2, one none); each table keeps one of
+    # them, not necessarily the same: the PRs of any delivery tied with the
+    # row relay.workflow_run kept are accepted.
+    kept = {int(r["id"]): r for r in rows(sess, "SELECT id, argMax(pull_request_numbers, version) AS prs, "
+                                                 "argMax(status, version) AS status, "
+                                                 "argMax(toUnixTimestamp(updated_at), version) AS u, "
+                                                 "argMax(run_attempt, version) AS a "
+                                                 "FROM relay.workflow_run FINAL GROUP BY id")}
+    tied = {i: [sorted(int(n) for n in r["prs"])] for i, r in kept.items()}
+    for d in rows(sess, "SELECT JSONExtractInt(payload, 'workflow_run', 'id') AS id, "
+                        "JSONExtractString(payload, 'workflow_run', 'status') AS status, "
+                        "toUnixTimestamp(parseDateTimeBestEffortOrZero(JSONExtractString(payload, 'workflow_run', 'updated_at'))) AS u, "
+                        "JSONExtractInt(payload, 'workflow_run', 'run_attempt') AS a, "
+                        "arrayMap(x -> JSONExtractInt(x, 'number'), JSONExtractArrayRaw(payload, 'workflow_run', 'pull_requests')) AS prs "
+                        "FROM relay.webhook_deliveries WHERE event = 'workflow_run'"):
+        k = kept.get(int(d["id"]))
+        if k and (d["status"], int(d["u"]), int(d["a"])) == (k["status"], int(k["u"]), int(k["a"])):
+            tied[int(d["id"])].append(sorted(int(n) for n in d["prs"]))
+    # A downstream run's PR is its latest attempt's jobs' (argMax by attempt).
+    # Its jobs can disagree: one whose callbacks all came before its dispatch
+    # record has PR 0, the others the PR. argMax then picks either, in the
+    # order it reads rows, which differs between two tables: any PR of the
+    # latest attempt's jobs is accepted (none, when one of them has 0).
+    down = rows(sess, "SELECT toInt64OrZero(run_id) AS id, max(toUInt32OrZero(run_attempt)) AS a, "
+                      "groupUniqArray((toUInt32OrZero(run_attempt), pr_number)) AS ap "
+                      "FROM relay.crcr_workflow_job FINAL WHERE toInt64OrZero(run_id) != 0 GROUP BY downstream_repo, run_id")
+    got = [(int(r["id"]), int(r["pr_number"]))
+           for r in rows(sess, "SELECT id, pr_number FROM materialized_views.workflow_run_by_pr_num")]
+    want = []
+    for run_id, lists in tied.items():
+        shown = sorted(pr for i, pr in got if i == run_id)
+        want += [(run_id, n) for n in (shown if shown in lists else lists[0])]
+    for d in down:
+        prs = {int(pr) for attempt, pr in d["ap"] if int(attempt) == int(d["a"])}
+        shown = [pr for i, pr in got if i == int(d["id"]) and pr in prs]
+        if shown:
+            want.append((int(d["id"]), shown[0]))
+        elif 0 not in prs:
+            want.append((int(d["id"]), min(prs)))
+    same(check, "materialized_views.workflow_run_by_pr_num", got, want, f"{len(got)} (run, pull request) pairs")
 
     want = [(g(d["payload"], "head_commit", "id"), g(d["payload"], "head_commit", "timestamp")[:19].replace("T", " "))
             for d in deliveries(sess, rows, "push")]
