@@ -170,14 +170,10 @@ std::optional<absl::StatusOr<github::ApiResult>> Executor::Call(const github::Ap
   // installation 0 in the budget.
   absl::StatusOr<int64_t> installation = 0;
   if (!call.repo.empty()) {
-    // No grant is held yet: wait as long as it takes.
-    for (;;) {
-      if (auto lease = pool_->Take(stop, std::chrono::milliseconds(100))) {
-        installation = (*lease)->Installation(call.repo);
-        break;
-      }
-      if (stop.load()) return std::nullopt;
-    }
+    // No grant is held yet: wait as long as it takes (or until stopped).
+    auto lease = pool_->Take(stop, std::chrono::hours(24 * 365));
+    if (!lease) return std::nullopt;
+    installation = (*lease)->Installation(call.repo);
   }
   if (!installation.ok()) return absl::StatusOr<github::ApiResult>(installation.status());
   verdict->installation_id = *installation;
@@ -189,27 +185,24 @@ std::optional<absl::StatusOr<github::ApiResult>> Executor::Call(const github::Ap
       budget_->Observe(*installation, write, 0, {}, false);
       return absl::StatusOr<github::ApiResult>(absl::UnavailableError(verdict->error));
     }
-    if (auto lease = pool_->Take(stop, pool_->grant_wait())) {
-      // Marked, then a wait for a connection: the partition may have gone
-      // to another member meanwhile (its revoke cancels the job), and then
-      // the write is its next owner's to make, not this one's.
-      if (write && unwanted()) {
-        budget_->Observe(*installation, write, 0, {}, false);
-        return absl::StatusOr<github::ApiResult>(absl::UnavailableError("no longer wanted before its call"));
-      }
+    // Marked, then a wait for a connection: the partition may have gone to
+    // another member meanwhile (its revoke cancels the job), and then the
+    // write is its next owner's to make, not this one's.
+    auto lease = pool_->Take(stop, pool_->grant_wait());
+    if (lease && !(write && unwanted())) {
       auto result = (*lease)->Call(call);
       ObserveAnswer(*budget_, *installation, write, result);
       return result;
     }
-    // No connection free within the grant's lease (every one busy: GitHub
-    // slow): the grant counts as spent, unused (the budget's books expect a
-    // granted call within its lease), and a new one is asked for; a write
-    // stays marked meanwhile.
+    // Not made: the grant counts as spent, unused (the budget's books expect
+    // a granted call within its lease). Without a connection in that time
+    // (every one busy: GitHub slow) a new grant is asked for; a write stays
+    // marked meanwhile.
     budget_->Observe(*installation, write, 0, {}, false);
-    if (stop.load()) return std::nullopt;
     if (write && unwanted()) {
       return absl::StatusOr<github::ApiResult>(absl::UnavailableError("no longer wanted before its call"));
     }
+    if (stop.load()) return std::nullopt;
   }
 }
 
