@@ -682,8 +682,17 @@ class LocalProvider final : public NodeProvider {
       if (exited_.size() > 100'000) exited_.erase(exited_.begin());
       return;
     }
-    // Our running child (r == 0), or another controller's (ECHILD): the
-    // process table decides, start time included.
+    if (r == 0 || (r < 0 && errno == EINTR)) {
+      // Our child, not reaped: it counts as running even when /proc already
+      // shows it a zombie (it can exit between the two looks); the next
+      // check reaps it with its code. Unless the pid is a later child of
+      // ours: then the job's own process is long gone.
+      ProcInfo p;
+      alive = ReadProcStat(pid, p) && (start_ticks == 0 || p.start_ticks == start_ticks);
+      return;
+    }
+    // Another controller's (ECHILD): the process table decides, start time
+    // included.
     alive = OurSession(pid, start_ticks);
   }
 

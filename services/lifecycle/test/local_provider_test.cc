@@ -1,0 +1,81 @@
+// The local provider against real processes on this host: what it says of
+// a job that ends. A short job can end between the provider's two looks at
+// it (waitpid, then /proc): it must still be reported with its exit code,
+// never as "ended, exit code unknown" (CI, 2026-11-28: `echo hello` was
+// reported FAILED with -1 by lifecycle_it_test).
+#include "relay/lifecycle/local_provider.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "relay/v1/lifecycle.pb.h"
+
+namespace relay::lifecycle {
+namespace {
+
+class LocalProviderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/local-provider-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    ::chmod(dir_.c_str(), 0711);  // searchable by the uid jobs run as
+    LocalProviderOptions o;
+    o.state_dir = dir_ + "/state";
+    o.runtime_dir = dir_ + "/run";
+    o.owner = "local-provider-test-" + std::to_string(::getpid());
+    o.team = "ml";
+    if (::geteuid() == 0) o.run_as = "nobody";  // a job is never root
+    auto p = NewLocalProvider(o);
+    ASSERT_TRUE(p.ok()) << p.status();
+    provider_ = std::move(*p);
+    ASSERT_TRUE(provider_->Acquire().ok());
+    cluster_.set_id("ctest" + std::to_string(::getpid()));
+    cluster_.mutable_spec()->set_kind("command");
+    cluster_.mutable_spec()->set_team("ml");
+    auto prepared = provider_->PrepareCluster(cluster_);
+    ASSERT_TRUE(prepared.ok()) << prepared;
+  }
+  void TearDown() override {
+    if (provider_) {
+      (void)provider_->CleanupCluster(cluster_);
+      provider_->Release();
+    }
+    std::system(("rm -rf " + dir_).c_str());
+  }
+
+  std::string dir_;
+  std::unique_ptr<NodeProvider> provider_;
+  v1::Cluster cluster_;
+};
+
+// Checked as fast as the provider can look, so that some of the looks land
+// while the job is exiting: each of the jobs still ends with its own code.
+TEST_F(LocalProviderTest, AJobThatEndsWhileItIsCheckedKeepsItsExitCode) {
+  for (int i = 0; i < 300; ++i) {
+    v1::Job job;
+    job.set_id("j" + std::to_string(i));
+    const int code = i % 3 == 0 ? 0 : 3 + i % 5;
+    job.set_entrypoint(code == 0 ? "true" : "exit " + std::to_string(code));
+    auto submitted = provider_->SubmitJob(cluster_, job);
+    ASSERT_TRUE(submitted.ok()) << submitted;
+    ASSERT_GT(job.pid(), 0);
+    JobStatus s;
+    for (int looks = 0; looks < 10'000'000; ++looks) {
+      s = provider_->CheckJob(cluster_, job);
+      if (s.state != "RUNNING") break;
+    }
+    ASSERT_EQ(s.exit_code, code) << "job " << i << ": " << s.state << " " << s.message;
+    EXPECT_EQ(s.state, code == 0 ? "SUCCEEDED" : "FAILED") << "job " << i;
+    // Asked again, the same answer (the provider keeps what it reaped).
+    EXPECT_EQ(provider_->CheckJob(cluster_, job).exit_code, code) << "job " << i;
+  }
+}
+
+}  // namespace
+}  // namespace relay::lifecycle
