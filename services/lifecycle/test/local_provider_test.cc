@@ -1,17 +1,21 @@
 // The local provider against real processes on this host: what it says of
-// a job that ends. A short job can end between the provider's two looks at
-// it (waitpid, then /proc): it must still be reported with its exit code,
-// never as "ended, exit code unknown" (CI, 2026-11-28: `echo hello` was
-// reported FAILED with -1 by lifecycle_it_test).
+// a job that ends, and what a node leaves behind. A short job can end
+// between the provider's two looks at it (waitpid, then /proc): it must
+// still be reported with its exit code, never as "ended, exit code unknown"
+// (CI, 2026-11-28: `echo hello` was reported FAILED with -1 by
+// lifecycle_it_test).
 #include "relay/lifecycle/local_provider.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "relay/v1/lifecycle.pb.h"
 
@@ -28,7 +32,7 @@ class LocalProviderTest : public ::testing::Test {
     LocalProviderOptions o;
     o.state_dir = dir_ + "/state";
     o.runtime_dir = dir_ + "/run";
-    o.owner = "local-provider-test-" + std::to_string(::getpid());
+    owner_ = o.owner = "local-provider-test-" + std::to_string(::getpid());
     o.team = "ml";
     if (::geteuid() == 0) o.run_as = "nobody";  // a job is never root
     auto p = NewLocalProvider(o);
@@ -42,6 +46,7 @@ class LocalProviderTest : public ::testing::Test {
     ASSERT_TRUE(prepared.ok()) << prepared;
   }
   void TearDown() override {
+    for (auto& l : FindLabelled(owner_)) ::kill(static_cast<pid_t>(l.proc.pid), SIGKILL);  // a failed test's leftovers
     if (provider_) {
       (void)provider_->CleanupCluster(cluster_);
       provider_->Release();
@@ -49,7 +54,16 @@ class LocalProviderTest : public ::testing::Test {
     std::system(("rm -rf " + dir_).c_str());
   }
 
-  std::string dir_;
+  // This test's processes (zombies excluded) in the session `sid`.
+  std::vector<LabelledProcess> InSession(int64_t sid) const {
+    std::vector<LabelledProcess> out;
+    for (auto& l : FindLabelled(owner_)) {
+      if (l.proc.sid == sid) out.push_back(l);
+    }
+    return out;
+  }
+
+  std::string dir_, owner_;
   std::unique_ptr<NodeProvider> provider_;
   v1::Cluster cluster_;
 };
@@ -75,6 +89,35 @@ TEST_F(LocalProviderTest, AJobThatEndsWhileItIsCheckedKeepsItsExitCode) {
     // Asked again, the same answer (the provider keeps what it reaped).
     EXPECT_EQ(provider_->CheckJob(cluster_, job).exit_code, code) << "job " << i;
   }
+}
+
+// A node that started a daemon and ended: the controller stops what its
+// session left behind (reconcile.cc, ObserveNodes), after the provider has
+// reaped the node's own process.
+TEST_F(LocalProviderTest, WhatAnEndedNodeLeftInItsSessionIsStopped) {
+  auto* group = cluster_.mutable_spec()->add_node_groups();
+  group->set_name("workers");
+  group->set_count(1);
+  for (const char* arg : {"/bin/sh", "-c", "sleep 600 & exit 0"}) group->add_command(arg);
+  v1::Node node;
+  node.set_id(cluster_.id() + "-workers-0");
+  node.set_group("workers");
+  auto started = provider_->StartNode(cluster_, node);
+  ASSERT_TRUE(started.ok()) << started;
+  NodeStatus s;
+  for (int looks = 0; looks < 1000; ++looks) {
+    s = provider_->CheckNode(cluster_, node);
+    if (!s.alive) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_FALSE(s.alive);
+  EXPECT_EQ(s.exit_code, 0);
+  ASSERT_EQ(InSession(node.pid()).size(), 1u) << "the daemon runs on in the ended node's session";
+  ASSERT_TRUE(provider_->StopNode(cluster_, node, true).ok());
+  for (int i = 0; i < 500 && !InSession(node.pid()).empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(InSession(node.pid()).empty()) << "the daemon outlived its node's stop";
 }
 
 }  // namespace
