@@ -375,7 +375,9 @@ TEST_F(IntakeIT, SigtermDrainsInTwoPhasesAndNoRequestIsDropped) {
   EXPECT_EQ(ready, 503);
   // ...while requests are still served and made durable.
   int at_flip = stream.Count(202);
-  EXPECT_TRUE(stream.WaitFor(202, at_flip + 50, 1s)) << "intake stopped serving as soon as readiness went off";
+  // (20 in 2 s, inside the 3 s delay: a sanitizer build on a loaded
+  // machine may not make 50 in one.)
+  EXPECT_TRUE(stream.WaitFor(202, at_flip + 20, 2s)) << "intake stopped serving as soon as readiness went off";
   // The balancer has stopped sending; the drain completes and exits 0.
   stream.Stop();
   EXPECT_EQ(intake.process().Wait(30s), 0);

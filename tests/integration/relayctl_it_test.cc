@@ -117,9 +117,22 @@ TEST_F(RelayctlIT, AnInterruptedReplayResumesWithoutGapsOrRepeats) {
                                         std::map<std::string, std::string>{},
                                         Env("RELAY_IT_DIR") + "/relayctl-resume.log");
   };
+  // Copying has begun (a transaction of it committed, so its SIGINT handler
+  // is in place): a fixed sleep raced relayctl's start-up on a slow
+  // sanitizer build.
+  auto copying = [&] {
+    for (auto until = std::chrono::steady_clock::now() + 60s; std::chrono::steady_clock::now() < until;) {
+      if (EndOffsets(dst_) > 0) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  };
   // SIGINT: the transaction in hand is committed, then exit 4.
-  auto first = start("1500");
-  std::this_thread::sleep_for(1500ms);
+  // 300 a second: neither run can finish the 6,000 before it is stopped,
+  // however long its first commit takes to show.
+  auto first = start("300");
+  ASSERT_TRUE(copying()) << "the first run never began copying";
+  std::this_thread::sleep_for(500ms);
   first->Signal(SIGINT);
   EXPECT_EQ(first->Wait(30s), 4);
   int64_t after_first = EndOffsets(dst_);
@@ -127,7 +140,7 @@ TEST_F(RelayctlIT, AnInterruptedReplayResumesWithoutGapsOrRepeats) {
   EXPECT_LT(after_first, n);
   // SIGKILL mid-transaction: its open transaction is aborted when the next
   // run starts (same transactional id), so none of it is ever visible.
-  auto second = start("1500");
+  auto second = start("300");
   std::this_thread::sleep_for(1500ms);
   second->Signal(SIGKILL);
   second->Wait(10s);

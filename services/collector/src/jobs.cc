@@ -382,9 +382,17 @@ absl::StatusOr<Decision> Jobs::Apply(const v1::CallbackRequest& req, int64_t now
   }
   v1::JobState job = *existing;
   // The dispatch record may have come since in_progress (it was then taken
-  // on the relay token's word).
-  if (job.upstream_repo().empty()) {
-    if (const v1::DispatchFact* fact = FindDispatch(req.repo(), req.delivery_id())) SetDispatch(job, *fact);
+  // on the relay token's word): its facts, and its time for the queue time
+  // (the token's is when it was minted, before the dispatch call).
+  const bool on_token = job.dispatched_at_source() == "relay_token";
+  if (job.upstream_repo().empty() || on_token) {
+    if (const v1::DispatchFact* fact = FindDispatch(req.repo(), req.delivery_id())) {
+      SetDispatch(job, *fact);
+      if (on_token) {
+        job.set_dispatched_at_source("relay.dispatches");
+        if (job.dispatched_at_unix_ms() > 0) job.set_dispatched_at_unix_ms(fact->dispatched_at_unix_ms());
+      }
+    }
   }
   job.set_state(kCompleted);
   job.set_conclusion(wf.conclusion());

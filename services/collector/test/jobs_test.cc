@@ -153,6 +153,24 @@ TEST_F(JobsTest, ARelayTokenStandsInForADispatchRecordNotYetSeen) {
   EXPECT_EQ(d.outcome, "accepted");
   EXPECT_EQ(d.job->dispatched_at_source(), "relay_token");
   EXPECT_EQ(d.result->trusted().queue_time_ms(), 15'000);
+  // The record comes before the job completes: the final result is the
+  // record's (its time, its facts).
+  jobs_.AddDispatch(Dispatch());
+  Decision done = Apply(Callback("completed", kDispatchedAt + 20'000));
+  ASSERT_EQ(done.outcome, "accepted");
+  EXPECT_EQ(done.job->dispatched_at_source(), "relay.dispatches");
+  EXPECT_EQ(done.result->trusted().dispatched_at_source(), "relay.dispatches");
+  EXPECT_EQ(done.result->trusted().queue_time_ms(), 10'000);
+  EXPECT_EQ(done.result->trusted().head_sha(), "abc");
+  EXPECT_EQ(done.result->trusted().execution_time_ms(), 10'000);
+}
+
+TEST_F(JobsTest, AJobOnARelayTokenWhoseRecordNeverComesKeepsTheTokensTime) {
+  ASSERT_EQ(Apply(Callback("in_progress", kDispatchedAt + 10'000)).outcome, "accepted");
+  Decision done = Apply(Callback("completed", kDispatchedAt + 20'000));
+  ASSERT_EQ(done.outcome, "accepted");
+  EXPECT_EQ(done.result->trusted().dispatched_at_source(), "relay_token");
+  EXPECT_EQ(done.result->trusted().queue_time_ms(), 15'000);
 }
 
 TEST_F(JobsTest, NightlyReportsNeedAnUpstreamShaDispatchedToTheRepo) {

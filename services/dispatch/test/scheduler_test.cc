@@ -240,7 +240,10 @@ TEST_F(CoalescingTest, AStartedDispatchGoesOutAndOneWaitingForTheBudgetIsSuperse
   auto x = SubmitKeyed(PrDispatch("acme/l1", "x", 8, "x1"), &writing);
   ASSERT_EQ(writing.get_future().wait_for(10s), std::future_status::ready);
   auto y = SubmitKeyed(PrDispatch("acme/l1", "y", 8, "y2"));  // x is on its way: not superseded
-  std::this_thread::sleep_for(200ms);  // the second worker holds y, waiting for the window
+  // The second worker holds y, waiting for the window (a second away):
+  // taken off the queue, then a moment to ask for its grant.
+  ASSERT_TRUE(relay::testing::WaitFor([&] { return scheduler_->Queued() == 0; }, 700ms)) << "y was never taken";
+  std::this_thread::sleep_for(50ms);
   auto z = SubmitKeyed(PrDispatch("acme/l1", "z", 8, "z3"));
   JobResult rx = x.get(), ry = y.get(), rz = z.get();
   EXPECT_EQ(rx.kind, JobResult::Kind::kDone) << rx.error;
@@ -300,7 +303,9 @@ TEST_F(SchedulerTest, TransientFailuresStopAtTheRetryDeadline) {
   SchedulerOptions o;
   o.backoff_min = 20ms;
   o.backoff_max = 50ms;
-  o.retry_deadline = 300ms;
+  // Room for three attempts on a sanitizer build too (the first fetches
+  // an installation token).
+  o.retry_deadline = std::chrono::duration_cast<std::chrono::milliseconds>(300ms * relay::testing::TimeScale());
   StartScheduler(o);
   Control(bhttp::verb::post, "/_fake/faults", R"({"path":"dispatches","status":503,"count":-1})");
   JobResult r = Submit(Dispatch("acme/down", 1, "d")).get();

@@ -49,6 +49,7 @@ std::unique_ptr<clickhouse::Client> Admin() {
 std::string g_marker;  // in the endless query's text, to find it in system.processes
 std::string g_table;   // the table the write page tries to create
 std::atomic<int> g_made{0};
+std::atomic<bool> g_released{false};  // the held page may finish
 
 absl::StatusOr<std::string> EndlessPage(const Params&, PageContext& ctx) {
   auto r = ctx.client.Query("SELECT count() FROM system.numbers WHERE number % 7 = 3 AND '" + g_marker + "' != ''");
@@ -61,6 +62,14 @@ absl::StatusOr<std::string> OncePage(const Params&, PageContext& ctx) {
   auto r = ctx.client.Query("SELECT sleep(1)");
   if (!r.ok()) return r.status();
   return Frame("once", "", "made " + std::to_string(n));
+}
+
+// Holds its thread until the test releases it (or 10 s pass): the queue
+// behind it is built while it holds, whatever the machine's speed.
+absl::StatusOr<std::string> HeldPage(const Params&, PageContext&) {
+  int n = ++g_made;
+  for (int i = 0; i < 2000 && !g_released.load(); ++i) std::this_thread::sleep_for(5ms);
+  return Frame("held", "", "made " + std::to_string(n));
 }
 
 absl::StatusOr<std::string> WritePage(const Params&, PageContext& ctx) {
@@ -86,6 +95,7 @@ class Hud {
     o.timeout = budget;
     o.pages = {{"/hud/it-endless", "it-endless", &EndlessPage},
                {"/hud/it-once", "it-once", &OncePage},
+               {"/hud/it-held", "it-held", &HeldPage},
                {"/hud/it-write", "it-write", &WritePage}};
     hud_ = std::make_unique<HudServer>(std::move(o), registry_);
     hud_->AddRoutes(router_);
@@ -142,7 +152,10 @@ int64_t Running(clickhouse::Client& admin, const std::string& marker) {
 TEST(HudIT, AnAbandonedRequestLeavesNoQueryRunning) {
   g_marker = "it-abandoned-" + testing::Unique();
   auto admin = Admin();
-  Hud hud("relay_hud", 1s);
+  // A second's budget, longer on a sanitizer build: the query must be
+  // seen running before the budget ends it.
+  const auto budget = std::chrono::duration_cast<std::chrono::milliseconds>(1s * testing::TimeScale());
+  Hud hud("relay_hud", budget);
   auto start = std::chrono::steady_clock::now();
   {
     // The reader asks and goes away at once.
@@ -152,13 +165,13 @@ TEST(HudIT, AnAbandonedRequestLeavesNoQueryRunning) {
     std::string req = "GET /hud/it-endless HTTP/1.1\r\nHost: x\r\n\r\n";
     boost::asio::write(s, boost::asio::buffer(req));
   }
-  ASSERT_TRUE(testing::WaitFor([&] { return Running(*admin, g_marker) == 1; }, 900ms, 10ms))
+  ASSERT_TRUE(testing::WaitFor([&] { return Running(*admin, g_marker) == 1; }, budget - 100ms, 10ms))
       << "the page's query never showed in system.processes";
   // By the end of the request's handler deadline (budget + kill margin),
   // nothing it started is running.
-  bool gone = testing::WaitFor([&] { return Running(*admin, g_marker) == 0; }, 1s + clickhouse::kKillTimeout, 50ms);
+  bool gone = testing::WaitFor([&] { return Running(*admin, g_marker) == 0; }, budget + clickhouse::kKillTimeout, 50ms);
   EXPECT_TRUE(gone) << "the query outlived its request";
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s + clickhouse::kKillTimeout + 500ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, budget + clickhouse::kKillTimeout + 500ms);
   // A reader who waits gets a 503 within the budget, not the handler's.
   auto waited = testing::HttpClient("127.0.0.1", hud.port()).Get("/hud/it-endless");
   EXPECT_EQ(waited.status, 503);
@@ -185,7 +198,8 @@ TEST(HudIT, IdenticalRequestsAtOnceMakeThePageOnce) {
   auto again = std::chrono::steady_clock::now();
   auto cached = testing::HttpClient("127.0.0.1", hud.port()).Get("/hud/it-once?a=1&b=2");
   EXPECT_THAT(cached.body, HasSubstr("made 1"));
-  EXPECT_LT(std::chrono::steady_clock::now() - again, 500ms) << "a kept answer waited for ClickHouse";
+  // Under the page's own second (it sleeps in ClickHouse for one).
+  EXPECT_LT(std::chrono::steady_clock::now() - again, 900ms) << "a kept answer waited for ClickHouse";
   EXPECT_EQ(g_made.load(), 1);
   // Other parameters are another page.
   EXPECT_THAT(testing::HttpClient("127.0.0.1", hud.port()).Get("/hud/it-once?a=2").body, HasSubstr("made 2"));
@@ -204,14 +218,20 @@ TEST(HudIT, ThePageMostWaitedForIsMadeFirst) {
   auto get = [&hud](std::string path) {
     return std::async(std::launch::async, [&hud, path] { return testing::HttpClient("127.0.0.1", hud.port()).Get(path); });
   };
-  auto busy = get("/hud/it-once?busy=1");  // holds the one thread for a second
+  g_released = false;
+  auto busy = get("/hud/it-held");  // holds the one thread until released
   ASSERT_TRUE(testing::WaitFor([] { return g_made.load() == 1; }, 5s, 5ms));
+  // Gaps long enough for each request to be queued before the next, on a
+  // sanitizer build too: the held page waits for them.
   auto lone1 = get("/hud/it-once?lone=1");
-  std::this_thread::sleep_for(50ms);
+  std::this_thread::sleep_for(300ms);
   auto lone2 = get("/hud/it-once?lone=2");
-  std::this_thread::sleep_for(100ms);
+  std::this_thread::sleep_for(300ms);
   std::vector<std::future<testing::HttpResult>> crowd;
   for (int i = 0; i < 3; ++i) crowd.push_back(get("/hud/it-once?crowd=1"));
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(g_made.load(), 1) << "a page was made while the one thread was held";
+  g_released = true;
   EXPECT_THAT(busy.get().body, HasSubstr("made 1"));
   for (auto& c : crowd) EXPECT_THAT(c.get().body, HasSubstr("made 2")) << "the crowd's page waited behind lone ones";
   EXPECT_THAT(lone1.get().body, HasSubstr("made 3"));
