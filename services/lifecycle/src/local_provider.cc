@@ -364,12 +364,35 @@ class LocalProvider final : public NodeProvider {
   absl::Status SubmitJob(const v1::Cluster& cluster, v1::Job& job) override {
     if (cluster.spec().kind() == "ray") return SubmitRayJob(cluster, job);
     if (job.pid() > 0) return absl::OkStatus();
+    const std::string key = cluster.id() + "/" + job.id();
+    // Started already, and its RUNNING record was lost (a failed write, the
+    // state reloaded as PENDING): the same process again, never a second
+    // run; its exit code is still this provider's to read.
+    if (auto it = started_.find(key); it != started_.end()) {
+      job.set_log_path(LogDir(cluster.id()) + "/job-" + job.id() + ".log");
+      job.set_pid(it->second.pid);
+      job.set_start_ticks(it->second.start_ticks);
+      return absl::OkStatus();
+    }
     RELAY_RETURN_IF_ERROR(EnsureClusterDirs(cluster));
     job.set_log_path(LogDir(cluster.id()) + "/job-" + job.id() + ".log");
+    // Started by an earlier instance (its log is made when it starts), which
+    // ended before recording it: at most once, so not again.
+    if (struct stat st {}; ::lstat(job.log_path().c_str(), &st) == 0) {
+      return absl::FailedPreconditionError(
+          "started before by an instance that ended before recording it (its log exists; its outcome is unknown); "
+          "not started twice");
+    }
     auto p = Spawn({"/bin/sh", "-c", job.entrypoint()}, cluster, {{"RELAY_JOB_ID", job.id()}}, job.log_path());
     if (!p.ok()) return p.status();
     job.set_pid(p->pid);
     job.set_start_ticks(p->start_ticks);
+    started_[key] = *p;
+    started_order_.push_back(key);
+    if (started_order_.size() > 100'000) {
+      started_.erase(started_order_.front());
+      started_order_.pop_front();
+    }
     return absl::OkStatus();
   }
 
@@ -742,6 +765,8 @@ class LocalProvider final : public NodeProvider {
   int lock_fd_ = -1;
   std::map<int64_t, std::pair<int64_t, int>> exited_;  // pid -> (start ticks, exit code)
   std::deque<std::pair<int64_t, int64_t>> exited_order_;  // (pid, start ticks), oldest first
+  std::map<std::string, Spawned> started_;  // "<cluster>/<job>" -> its process, the last 100,000 jobs
+  std::deque<std::string> started_order_;   // oldest first
 };
 
 }  // namespace

@@ -14,6 +14,8 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 
@@ -89,6 +91,50 @@ TEST_F(LocalProviderTest, AJobThatEndsWhileItIsCheckedKeepsItsExitCode) {
     // Asked again, the same answer (the provider keeps what it reaped).
     EXPECT_EQ(provider_->CheckJob(cluster_, job).exit_code, code) << "job " << i;
   }
+}
+
+// The job's RUNNING record was lost (a failed write; the state comes back
+// PENDING, no pid): submitted again, it is the same process, run once, and
+// its exit code is still read. A later instance of the installation that
+// finds the job started (its log) refuses to run it a second time.
+TEST_F(LocalProviderTest, AJobWhoseStartWasNotRecordedIsNeverRunTwice) {
+  const std::string runs = dir_ + "/state/clusters/" + cluster_.id() + "/runs";
+  v1::Job job;
+  job.set_id("once");
+  job.set_entrypoint("echo run >> \"$HOME/runs\"; exit 4");
+  ASSERT_TRUE(provider_->SubmitJob(cluster_, job).ok());
+  v1::Job reloaded = job;
+  reloaded.clear_pid();
+  reloaded.clear_start_ticks();
+  auto again = provider_->SubmitJob(cluster_, reloaded);
+  ASSERT_TRUE(again.ok()) << again;
+  EXPECT_EQ(reloaded.pid(), job.pid());
+  JobStatus s;
+  for (int looks = 0; looks < 1000; ++looks) {
+    s = provider_->CheckJob(cluster_, reloaded);
+    if (s.state != "RUNNING") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(s.state, "FAILED");
+  EXPECT_EQ(s.exit_code, 4);
+  std::ifstream in(runs);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(all, "run\n");
+
+  LocalProviderOptions o;
+  o.state_dir = dir_ + "/state";
+  o.runtime_dir = dir_ + "/run";
+  o.owner = owner_;
+  o.team = "ml";
+  if (::geteuid() == 0) o.run_as = "nobody";
+  auto later = NewLocalProvider(o);  // the same installation (state dir), another instance
+  ASSERT_TRUE(later.ok()) << later.status();
+  v1::Job lost = job;
+  lost.clear_pid();
+  lost.clear_start_ticks();
+  auto refused = (*later)->SubmitJob(cluster_, lost);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_EQ(lost.pid(), 0);
 }
 
 // A node that started a daemon and ended: the controller stops what its
