@@ -31,13 +31,8 @@ class LocalProviderTest : public ::testing::Test {
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
     ::chmod(dir_.c_str(), 0711);  // searchable by the uid jobs run as
-    LocalProviderOptions o;
-    o.state_dir = dir_ + "/state";
-    o.runtime_dir = dir_ + "/run";
-    owner_ = o.owner = "local-provider-test-" + std::to_string(::getpid());
-    o.team = "ml";
-    if (::geteuid() == 0) o.run_as = "nobody";  // a job is never root
-    auto p = NewLocalProvider(o);
+    owner_ = "local-provider-test-" + std::to_string(::getpid());
+    auto p = NewLocalProvider(Options());
     ASSERT_TRUE(p.ok()) << p.status();
     provider_ = std::move(*p);
     ASSERT_TRUE(provider_->Acquire().ok());
@@ -54,6 +49,17 @@ class LocalProviderTest : public ::testing::Test {
       provider_->Release();
     }
     std::system(("rm -rf " + dir_).c_str());
+  }
+
+  // An instance of this test's installation (one state dir), team ml.
+  LocalProviderOptions Options() const {
+    LocalProviderOptions o;
+    o.state_dir = dir_ + "/state";
+    o.runtime_dir = dir_ + "/run";
+    o.owner = owner_;
+    o.team = "ml";
+    if (::geteuid() == 0) o.run_as = "nobody";  // a job is never root
+    return o;
   }
 
   // This test's processes (zombies excluded) in the session `sid`.
@@ -121,13 +127,7 @@ TEST_F(LocalProviderTest, AJobWhoseStartWasNotRecordedIsNeverRunTwice) {
   std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(all, "run\n");
 
-  LocalProviderOptions o;
-  o.state_dir = dir_ + "/state";
-  o.runtime_dir = dir_ + "/run";
-  o.owner = owner_;
-  o.team = "ml";
-  if (::geteuid() == 0) o.run_as = "nobody";
-  auto later = NewLocalProvider(o);  // the same installation (state dir), another instance
+  auto later = NewLocalProvider(Options());  // the same installation (state dir), another instance
   ASSERT_TRUE(later.ok()) << later.status();
   v1::Job lost = job;
   lost.clear_pid();
