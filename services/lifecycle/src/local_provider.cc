@@ -322,7 +322,7 @@ class LocalProvider final : public NodeProvider {
 
   NodeStatus CheckNode(const v1::Cluster& cluster, const v1::Node& node) override {
     NodeStatus s;
-    Check(node.pid(), node.start_ticks(), s.alive, s.exit_code);
+    children_.Check(node.pid(), node.start_ticks(), s.alive, s.exit_code);
     s.ready = s.alive;  // a command node serves once its process runs
     if (s.alive && cluster.spec().kind() == "ray") {
       // Public health paths (no token needed): the head's GCS through the
@@ -338,7 +338,7 @@ class LocalProvider final : public NodeProvider {
   }
 
   absl::Status StopNode(const v1::Cluster&, const v1::Node& node, bool force) override {
-    if (SessionToSignal(node.pid(), node.start_ticks())) SignalSession(node.pid(), force ? SIGKILL : SIGTERM);
+    if (children_.SessionToSignal(node.pid(), node.start_ticks())) SignalSession(node.pid(), force ? SIGKILL : SIGTERM);
     return absl::OkStatus();
   }
 
@@ -400,7 +400,7 @@ class LocalProvider final : public NodeProvider {
     if (cluster.spec().kind() == "ray") return CheckRayJob(cluster, job);
     JobStatus s;
     bool alive = false;
-    Check(job.pid(), job.start_ticks(), alive, s.exit_code);
+    children_.Check(job.pid(), job.start_ticks(), alive, s.exit_code);
     if (alive) {
       s.state = "RUNNING";
     } else if (s.exit_code == 0) {
@@ -420,7 +420,7 @@ class LocalProvider final : public NodeProvider {
       if (!r.ok()) return r.status();
       return absl::OkStatus();
     }
-    if (SessionToSignal(job.pid(), job.start_ticks())) SignalSession(job.pid(), force ? SIGKILL : SIGTERM);
+    if (children_.SessionToSignal(job.pid(), job.start_ticks())) SignalSession(job.pid(), force ? SIGKILL : SIGTERM);
     return absl::OkStatus();
   }
 
@@ -690,81 +690,12 @@ class LocalProvider final : public NodeProvider {
     return s;
   }
 
-  // Alive, or its exit code when it was our child. Looked at without
-  // reaping first (WNOWAIT), so the process is known to be the recorded one
-  // (its start time) before it is reaped: a later child of ours that got
-  // the pid keeps its exit code for its own record.
-  void Check(int64_t pid, int64_t start_ticks, bool& alive, int& exit_code) {
-    alive = false;
-    if (pid <= 0) return;
-    if (auto it = exited_.find(pid); it != exited_.end() && it->second.first == start_ticks) {
-      exit_code = it->second.second;
-      return;
-    }
-    siginfo_t info{};
-    if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
-      // Another controller's child (ECHILD): the process table decides,
-      // start time included. Interrupted: asked again next pass.
-      alive = errno == EINTR || OurSession(pid, start_ticks);
-      return;
-    }
-    ProcInfo p;
-    const bool recorded = ReadProcStat(pid, p) && (start_ticks == 0 || p.start_ticks == start_ticks);
-    if (info.si_pid == 0) {
-      // Our child and running: the recorded process unless the pid is a
-      // later child's (then the recorded one is long gone, code unknown).
-      alive = recorded;
-      return;
-    }
-    if (!recorded) return;  // a later child of ours ended under the pid: its own record reaps it
-    // Ended: reaped, and its code kept.
-    int status = 0;
-    if (::waitpid(static_cast<pid_t>(pid), &status, WNOHANG) != static_cast<pid_t>(pid)) {
-      alive = true;  // not reaped after all (EINTR): asked again next pass
-      return;
-    }
-    exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    Remember(pid, start_ticks, exit_code);
-  }
-
-  // What was reaped, for a record checked again (a state reloaded after a
-  // failed write): the oldest forgotten first, past 100,000.
-  void Remember(int64_t pid, int64_t start_ticks, int exit_code) {
-    exited_[pid] = {start_ticks, exit_code};
-    exited_order_.emplace_back(pid, start_ticks);
-    if (exited_order_.size() <= 100'000) return;
-    auto [old_pid, old_ticks] = exited_order_.front();
-    exited_order_.pop_front();
-    if (auto it = exited_.find(old_pid); it != exited_.end() && it->second.first == old_ticks) exited_.erase(it);
-  }
-
-  // Its leader alive (and the recorded process).
-  static bool OurSession(int64_t pid, int64_t start_ticks) {
-    ProcInfo p;
-    return ReadProcStat(pid, p) && p.state != 'Z' && (start_ticks == 0 || p.start_ticks == start_ticks);
-  }
-
-  // The session the recorded process leads or led may be signalled: its
-  // leader runs or is its zombie (start time checked), or was reaped here
-  // and its pid not handed out since. Linux gives no process a pid number
-  // while some process still has it as its session id, so what has that
-  // session id then is what the leader left behind (a node's daemons, a
-  // job's background processes).
-  bool SessionToSignal(int64_t pid, int64_t start_ticks) const {
-    if (pid <= 0) return false;
-    ProcInfo p;
-    if (ReadProcStat(pid, p)) return start_ticks == 0 ? p.state != 'Z' : p.start_ticks == start_ticks;
-    auto it = exited_.find(pid);
-    return it != exited_.end() && it->second.first == start_ticks;
-  }
-
   LocalProviderOptions o_;
   std::string installation_;
   std::unique_ptr<OwnerClaim> claim_;
   std::set<int64_t> foreign_logged_;  // other installations' pids, logged once
   int lock_fd_ = -1;
-  std::map<int64_t, std::pair<int64_t, int>> exited_;  // pid -> (start ticks, exit code)
-  std::deque<std::pair<int64_t, int64_t>> exited_order_;  // (pid, start ticks), oldest first
+  Children children_;  // what it started, and the exit codes it reaped
   std::map<std::string, Spawned> started_;  // "<cluster>/<job>" -> its process, the last 100,000 jobs
   std::deque<std::string> started_order_;   // oldest first
 };
