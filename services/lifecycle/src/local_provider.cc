@@ -365,17 +365,16 @@ class LocalProvider final : public NodeProvider {
     if (cluster.spec().kind() == "ray") return SubmitRayJob(cluster, job);
     if (job.pid() > 0) return absl::OkStatus();
     const std::string key = cluster.id() + "/" + job.id();
+    job.set_log_path(LogDir(cluster.id()) + "/job-" + job.id() + ".log");
     // Started already, and its RUNNING record was lost (a failed write, the
     // state reloaded as PENDING): the same process again, never a second
     // run; its exit code is still this provider's to read.
     if (auto it = started_.find(key); it != started_.end()) {
-      job.set_log_path(LogDir(cluster.id()) + "/job-" + job.id() + ".log");
       job.set_pid(it->second.pid);
       job.set_start_ticks(it->second.start_ticks);
       return absl::OkStatus();
     }
     RELAY_RETURN_IF_ERROR(EnsureClusterDirs(cluster));
-    job.set_log_path(LogDir(cluster.id()) + "/job-" + job.id() + ".log");
     // Started by an earlier instance (its log is made when it starts), which
     // ended before recording it: at most once, so not again.
     if (struct stat st {}; ::lstat(job.log_path().c_str(), &st) == 0) {
