@@ -214,13 +214,16 @@ def check_job_columns(sess, check, rows, same, hud_id):
                       "FROM relay.crcr_workflow_job FINAL WHERE toInt64OrZero(run_id) != 0 GROUP BY downstream_repo, run_id")
     got = [(int(r["id"]), int(r["pr_number"]))
            for r in rows(sess, "SELECT id, pr_number FROM materialized_views.workflow_run_by_pr_num")]
+    shown_by_run = {}
+    for i, pr in got:
+        shown_by_run.setdefault(i, []).append(pr)
     want = []
     for run_id, lists in tied.items():
-        shown = sorted(pr for i, pr in got if i == run_id)
+        shown = sorted(shown_by_run.get(run_id, []))
         want += [(run_id, n) for n in (shown if shown in lists else lists[0])]
     for d in down:
         prs = {int(pr) for attempt, pr in d["ap"] if int(attempt) == int(d["a"])}
-        shown = [pr for i, pr in got if i == int(d["id"]) and pr in prs]
+        shown = [pr for pr in shown_by_run.get(int(d["id"]), []) if pr in prs]
         if shown:
             want.append((int(d["id"]), shown[0]))
         elif 0 not in prs:
