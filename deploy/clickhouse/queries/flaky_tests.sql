@@ -7,6 +7,9 @@
 -- flaky_commits: commits (per day) with both outcomes; passed_on_rerun:
 -- runs that passed after a rerun; runs and failed: on the days the test was
 -- flaky. repo: one downstream repo, or '' for all.
+-- FINAL: one computation's rows can land twice (a retried statement, or
+-- two relay-stats computing a window in the same millisecond); the
+-- table's key holds the computation, so FINAL keeps one copy.
 SELECT
     repo,
     file,
@@ -16,7 +19,7 @@ SELECT
     sum(rerun_passed) AS passed_on_rerun,
     sum(runs) AS total_runs,
     sum(failed) AS total_failed
-FROM test_flaky_daily
+FROM test_flaky_daily FINAL
 WHERE day >= today() - {days:UInt32}
   AND ({repo:String} = '' OR repo = {repo:String})
   AND (repo, day, computed_at_ms) IN

@@ -6,6 +6,8 @@
 -- From the test_slowest_daily snapshots: each day's 1,000 slowest tests
 -- per repo (its latest computation), so over several days a test is
 -- ranked by its days among those. repo '' = all downstream repos.
+-- FINAL: a computation's rows landed twice (a retried statement, two
+-- instances in the same millisecond) count once.
 -- duration_sum is summed as whole microseconds (integers): a sum of floats depends on the
 -- order it is added in, which differs between a cluster's shards and one server's threads.
 SELECT
@@ -16,7 +18,7 @@ SELECT
     sum(runs) AS timed_runs,
     round(sum(toUInt64(round(duration_sum * 1000000))) / 1000000 / sum(runs), 3) AS mean_s,
     max(duration_max) AS max_s
-FROM test_slowest_daily
+FROM test_slowest_daily FINAL
 WHERE day >= today() - {days:UInt32}
   AND ({repo:String} = '' OR repo = {repo:String})
   AND (repo, day, computed_at_ms) IN

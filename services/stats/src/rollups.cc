@@ -30,7 +30,10 @@ absl::StatusOr<std::string> Run(clickhouse::Client& client, std::string_view nam
                                 const std::map<std::string, std::string>& params) {
   RELAY_ASSIGN_OR_RETURN(NamedQuery q, FindRollup(name));
   RELAY_ASSIGN_OR_RETURN(std::string sql, Bind(q, params));
-  // Every rollup statement replaces whole windows: safe to repeat.
+  // Every rollup statement replaces whole windows: safe to repeat. A repeat
+  // (or two instances in one millisecond) writes a window's rows again at
+  // the same version; the tables' keys hold the version, so the readers'
+  // FINAL keeps one copy (flaky_tests.sql, slowest_tests.sql).
   return client.Query(sql, /*idempotent=*/true);
 }
 
