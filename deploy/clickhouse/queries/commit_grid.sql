@@ -43,7 +43,7 @@ FROM
 ANY LEFT JOIN
 (
     SELECT delivery_id,
-           replaceRegexpOne(any(visitParamExtractString(payload, 'ref')), '^refs/heads/', '') AS branch
+           replaceRegexpOne(min(visitParamExtractString(payload, 'ref')), '^refs/heads/', '') AS branch
     FROM webhook_deliveries
     WHERE event IN ('push', 'pull_request')
       AND received_at >= now() - ({days:UInt32} + 1) * 86400

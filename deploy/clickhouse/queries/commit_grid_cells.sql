@@ -30,17 +30,18 @@ SELECT
 FROM
 (
     -- A repo both dispatched to and superseded at this commit (one event
-    -- sent, a later one superseded) is a dispatched cell.
+    -- sent, a later one superseded) is a dispatched cell; one superseded
+    -- more than once names the latest request sent instead.
     SELECT upstream_repo, head_sha, downstream_repo, max(level) AS level,
-           if(max(sent) = 1, '', any(by)) AS superseded_by
+           if(max(sent) = 1, '', argMax(by, (at, by))) AS superseded_by
     FROM
     (
-        SELECT upstream_repo, head_sha, downstream_repo, level, 1 AS sent, '' AS by
+        SELECT upstream_repo, head_sha, downstream_repo, level, 1 AS sent, '' AS by, toInt64(0) AS at
         FROM dispatches FINAL
         PREWHERE head_sha IN (SELECT arrayJoin(splitByChar(',', {shas:String})))
         WHERE {upstream_repo:String} = '' OR upstream_repo = {upstream_repo:String}
         UNION ALL
-        SELECT upstream_repo, head_sha, downstream_repo, level, 0 AS sent, superseded_by AS by
+        SELECT upstream_repo, head_sha, downstream_repo, level, 0 AS sent, superseded_by AS by, superseded_at_ms AS at
         FROM superseded_dispatches FINAL
         PREWHERE head_sha IN (SELECT arrayJoin(splitByChar(',', {shas:String})))
         WHERE {upstream_repo:String} = '' OR upstream_repo = {upstream_repo:String}
@@ -68,4 +69,4 @@ ALL LEFT JOIN
     PREWHERE head_sha IN (SELECT arrayJoin(splitByChar(',', {shas:String})))
     WHERE {upstream_repo:String} = '' OR upstream_repo = {upstream_repo:String}
 ) AS jobs USING (upstream_repo, head_sha, downstream_repo)
-ORDER BY head_sha, level DESC, downstream_repo, job_name, run_attempt, job_id
+ORDER BY head_sha, upstream_repo, level DESC, downstream_repo, job_name, run_attempt, job_id

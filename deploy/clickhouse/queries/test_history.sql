@@ -12,7 +12,8 @@
 -- every row (test_files finds a name's files and classes). Each test case
 -- once (LIMIT 1 BY its upload, batch and index: a replayed row is the same
 -- row), without FINAL. outcome: passed, failed, error or skipped; reruns:
--- attempts before the outcome.
+-- attempts before the outcome. Ordered down to the case (a name can
+-- appear more than once in one job), so the rows a LIMIT keeps are fixed.
 SELECT
     uploaded_at,
     repo,
@@ -29,7 +30,7 @@ SELECT
     run_url
 FROM
 (
-    SELECT uploaded_at, repo, file, classname, name, outcome, duration, reruns, job_id, job_name
+    SELECT uploaded_at, repo, file, classname, name, outcome, duration, reruns, job_id, job_name, upload_id, seq, idx
     FROM test_results
     WHERE repo IN (SELECT DISTINCT downstream_repo FROM crcr_workflow_job)
       AND day >= today() - {days:UInt32}
@@ -50,5 +51,5 @@ ANY LEFT JOIN
                       AND classname = {classname:String}
                       AND name = {name:String})
 ) AS jobs USING job_id
-ORDER BY uploaded_at DESC, repo, file, classname, job_id
+ORDER BY uploaded_at DESC, repo, file, classname, job_id, upload_id, seq, idx
 LIMIT {limit:UInt32}

@@ -174,8 +174,10 @@ v1::JobResult ResultOf(const v1::JobState& job) {
   t.set_dispatched_at_source(job.dispatched_at_source());
   t.set_started_at_unix_ms(job.in_progress_at_unix_ms());
   t.set_completed_at_unix_ms(job.completed_at_unix_ms());
+  const int64_t queued_from =
+      job.queued_from_unix_ms() > 0 ? job.queued_from_unix_ms() : job.dispatched_at_unix_ms();
   t.set_queue_time_ms(job.dispatched_at_unix_ms() > 0 && job.in_progress_at_unix_ms() > 0
-                          ? std::max<int64_t>(0, job.in_progress_at_unix_ms() - job.dispatched_at_unix_ms())
+                          ? std::max<int64_t>(0, job.in_progress_at_unix_ms() - queued_from)
                           : -1);
   t.set_execution_time_ms(job.completed_at_unix_ms() > 0 && job.in_progress_at_unix_ms() > 0
                               ? std::max<int64_t>(0, job.completed_at_unix_ms() - job.in_progress_at_unix_ms())
@@ -279,6 +281,13 @@ absl::StatusOr<Decision> Jobs::Apply(const v1::CallbackRequest& req, int64_t now
     // The sweeper's request names the job in delivery/repo/run/attempt/job.
     std::string id = JobId(req);
     auto it = jobs_.find(id);
+    // This time-out decided already: its batch failed after the decision
+    // (records not acked) and comes again. A sweep has no token to be
+    // replayed by, so its records are made again here, the same ones (same
+    // version, same time), else the job would stay in progress downstream.
+    if (it != jobs_.end() && it->second.state() == kCompleted && it->second.timed_out_by_sweeper()) {
+      return Effects(it->second, labels, "replayed");
+    }
     if (it == jobs_.end() || it->second.state() != kInProgress) {
       Decision d;
       d.outcome = "no_op";
@@ -383,14 +392,16 @@ absl::StatusOr<Decision> Jobs::Apply(const v1::CallbackRequest& req, int64_t now
   v1::JobState job = *existing;
   // The dispatch record may have come since in_progress (it was then taken
   // on the relay token's word): its facts, and its time for the queue time
-  // (the token's is when it was minted, before the dispatch call).
+  // (the token's is when it was minted, before the dispatch call). Not as
+  // dispatched_at: stats partitions a job's rows by that time's month, and a
+  // version in another partition would never replace the in_progress row.
   const bool on_token = job.dispatched_at_source() == "relay_token";
   if (job.upstream_repo().empty() || on_token) {
     if (const v1::DispatchFact* fact = FindDispatch(req.repo(), req.delivery_id())) {
       SetDispatch(job, *fact);
       if (on_token) {
         job.set_dispatched_at_source("relay.dispatches");
-        if (job.dispatched_at_unix_ms() > 0) job.set_dispatched_at_unix_ms(fact->dispatched_at_unix_ms());
+        if (job.dispatched_at_unix_ms() > 0) job.set_queued_from_unix_ms(fact->dispatched_at_unix_ms());
       }
     }
   }

@@ -82,7 +82,6 @@ class ReportUploads::Upload final : public http::BodyStream, public std::enable_
       return absl::DeadlineExceededError("the upload took longer than " +
                                          std::to_string(settings_.upload_timeout.count() / 1000) + " s");
     }
-    EVP_DigestUpdate(sha_.get(), data.data(), data.size());
     if (!target_.gzip) return Parse(data);
     if (!gzip_ok_) return absl::InternalError("gzip: cannot initialise zlib");
     if (gzip_ended_) return absl::InvalidArgumentError("gzip: data after the end of the compressed report");
@@ -234,7 +233,11 @@ class ReportUploads::Upload final : public http::BodyStream, public std::enable_
     return boost::json::serialize(boost::json::object{{"error", std::string(st.message())}});
   }
 
+  // The upload's id digests these bytes, the report as decompressed: a
+  // client that compresses again for a retry (gzip headers carry a time)
+  // still sends the same report, and its rows land once.
   absl::Status Parse(std::string_view data) {
+    EVP_DigestUpdate(sha_.get(), data.data(), data.size());
     parsed_bytes_ += static_cast<int64_t>(data.size());
     int64_t cap = target_.json ? std::min(kMaxJsonReportBytes, settings_.max_report_bytes) : settings_.max_report_bytes;
     if (parsed_bytes_ > cap) {

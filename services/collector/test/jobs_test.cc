@@ -165,6 +165,28 @@ TEST_F(JobsTest, ARelayTokenStandsInForADispatchRecordNotYetSeen) {
   EXPECT_EQ(done.result->trusted().execution_time_ms(), 10'000);
 }
 
+// The record's time gives the queue time but not the job's dispatched_at:
+// stats partitions crcr_workflow_job by that time's month, and FINAL never
+// merges versions in two partitions (here January's in_progress row and a
+// February completed one would both stay).
+TEST_F(JobsTest, ARecordComingAfterInProgressDoesNotMoveTheJobsTime) {
+  const int64_t month_end = 1'769'904'000'000;  // 2026-02-01T00:00:00Z
+  auto in_progress = Callback("in_progress", month_end + 60'000);
+  in_progress.set_relay_token_issued_at_unix(month_end / 1000 - 1);  // minted 23:59:59 on 31 January
+  Decision d = Apply(in_progress);
+  ASSERT_EQ(d.outcome, "accepted");
+  ASSERT_EQ(d.result->trusted().dispatched_at_unix_ms(), month_end - 1'000);
+  auto record = Dispatch();
+  record.set_dispatched_at_unix_ms(month_end + 500);  // GitHub accepted it in February
+  jobs_.AddDispatch(record);
+  Decision done = Apply(Callback("completed", month_end + 120'000));
+  ASSERT_EQ(done.outcome, "accepted");
+  EXPECT_EQ(done.result->trusted().dispatched_at_unix_ms(), month_end - 1'000);
+  EXPECT_EQ(done.result->trusted().queue_time_ms(), 60'000 - 500) << "from the record's time";
+  EXPECT_EQ(done.result->trusted().dispatched_at_source(), "relay.dispatches");
+  EXPECT_EQ(done.result->trusted().head_sha(), "abc");
+}
+
 TEST_F(JobsTest, AJobOnARelayTokenWhoseRecordNeverComesKeepsTheTokensTime) {
   ASSERT_EQ(Apply(Callback("in_progress", kDispatchedAt + 10'000)).outcome, "accepted");
   Decision done = Apply(Callback("completed", kDispatchedAt + 20'000));
@@ -272,7 +294,15 @@ TEST_F(JobsTest, TheSweeperTimesAJobOutOnceAndALateCompletionIsRefused) {
   EXPECT_EQ(timed_out.result->reported().conclusion(), "timed_out");
   EXPECT_TRUE(timed_out.result->trusted().timed_out_by_sweeper());
   EXPECT_EQ(timed_out.result->trusted().execution_time_ms(), 4900);
-  EXPECT_EQ(Apply(sweep, 6000).outcome, "no_op") << "a second sweep does nothing";
+  // The same sweep again (its batch failed after the decision and comes
+  // again): the same records once more, not a new decision and not nothing
+  // (a sweep has no token to be replayed by).
+  Decision again = Apply(sweep, 6000);
+  EXPECT_EQ(again.outcome, "replayed");
+  ASSERT_TRUE(again.result);
+  EXPECT_EQ(again.result->SerializeAsString(), timed_out.result->SerializeAsString());
+  ASSERT_TRUE(again.job);
+  EXPECT_EQ(again.job->SerializeAsString(), timed_out.job->SerializeAsString());
   EXPECT_TRUE(jobs_.InProgressSince(1'000'000).empty());
   EXPECT_EQ(Apply(Callback("completed", 7000)).http_status, 409);
 }

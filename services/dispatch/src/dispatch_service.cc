@@ -190,7 +190,7 @@ class DispatchService final : public service::Service {
             [&runtime, this, &metrics](kafka::ConsumerOptions o) {
               return runtime.factories().consumer(std::move(o), producer_.get(), &metrics);
             },
-            clock_},
+            clock_, [&runtime](const absl::Status& why) { runtime.Fatal("redeliveries", why); }},
         metrics);
     RELAY_RETURN_IF_ERROR(reconciler_->Start());
 

@@ -161,7 +161,14 @@ absl::Status Reconciler::Start() {
       Apply(rec, r.offset);
       return absl::OkStatus();
     });
-    if (!ended.ok()) log::Error("redelivery reconciler: consumer ended", {{"error", ended.ToString()}});
+    if (ended.ok()) return;
+    log::Error("redelivery reconciler: consumer ended", {{"error", ended.ToString()}});
+    bool stopping;
+    {
+      std::lock_guard lock(mu_);
+      stopping = stop_;
+    }
+    if (!stopping && parts_.fatal) parts_.fatal(ended);
   });
   scan_thread_ = std::thread([this] { Loop(); });
   return absl::OkStatus();

@@ -86,9 +86,14 @@ class ReconcilerTest : public ::testing::Test {
                             return std::make_unique<kafka::testing::FakeTopicReader>(&broker_);
                           },
                           [this](kafka::ConsumerOptions o) -> absl::StatusOr<std::unique_ptr<kafka::Consumer>> {
+                            if (consumer_ends_) return std::make_unique<EndingConsumer>();
                             return kafka::testing::NewFakeConsumer(&broker_, std::move(o), producer_.get());
                           },
-                          &clock_},
+                          &clock_,
+                          [this](const absl::Status& why) {
+                            std::lock_guard lock(fatal_mu_);
+                            fatal_.push_back(why);
+                          }},
         registry_);
     ASSERT_TRUE(reconciler_->Start().ok());
   }
@@ -155,7 +160,34 @@ class ReconcilerTest : public ::testing::Test {
   RedeliveryOptions options_;
   kafka::FollowerOptions follower_options_;
   std::unique_ptr<Reconciler> reconciler_;
+  // A consumer that stops for good at once, as one whose dead-letter topic
+  // refuses records does.
+  struct EndingConsumer final : kafka::Consumer {
+    absl::Status Run(kafka::RecordHandler) override { return absl::DataLossError("dead-letter topic refuses records"); }
+    absl::Status RunBatches(kafka::BatchOptions, kafka::BatchHandler) override { return absl::OkStatus(); }
+    void Stop() override {}
+    absl::Status Health() const override { return absl::DataLossError("stopped"); }
+  };
+  bool consumer_ends_ = false;
+  std::mutex fatal_mu_;
+  std::vector<absl::Status> fatal_;
 };
+
+// The consumer of github.redeliveries stops for good: the service hears of
+// it (Runtime::Fatal: /healthz fails, the process exits and restarts),
+// instead of scanning on with no one reading what it asked for.
+TEST_F(ReconcilerTest, AConsumerThatStopsForGoodIsFatalForTheService) {
+  consumer_ends_ = true;
+  StartReconciler();
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard lock(fatal_mu_);
+    return !fatal_.empty();
+  }));
+  reconciler_->Stop();
+  std::lock_guard lock(fatal_mu_);
+  ASSERT_EQ(fatal_.size(), 1u);
+  EXPECT_EQ(fatal_[0].code(), absl::StatusCode::kDataLoss);
+}
 
 // The one worker is held by a write ahead of every redelivery for 32
 // minutes of the injected clock: every copy outlives its deadline queued,

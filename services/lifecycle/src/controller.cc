@@ -269,7 +269,7 @@ void Controller::PersistLocked(v1::Cluster& c, std::vector<v1::ClusterEvent> eve
   v1::ClusterRecord rec;
   *rec.mutable_cluster() = c;
   rec.set_leader_epoch(epoch_.load());
-  kafka::Record r{o_.clusters_topic, c.id(), rec.SerializeAsString(), {}, -1};
+  kafka::Record r = kafka::MessageRecord(o_.clusters_topic, c.id(), rec);
   ++pending_[c.id()].writes;
   std::string id = c.id();
   outbox_.emplace_back(std::move(r), [this, id, done = std::move(done)](absl::Status st) mutable {
@@ -300,7 +300,7 @@ void Controller::PersistLocked(v1::Cluster& c, std::vector<v1::ClusterEvent> eve
   int i = 0;
   for (auto& e : events) {
     e.set_event_id(absl::StrCat(c.id(), ":", c.version(), ":", i++));
-    outbox_.emplace_back(kafka::Record{o_.events_topic, c.id(), e.SerializeAsString(), {}, -1}, [](absl::Status st) {
+    outbox_.emplace_back(kafka::MessageRecord(o_.events_topic, c.id(), e), [](absl::Status st) {
       if (!st.ok()) log::Warn("cluster event not written", {{"error", std::string(st.message())}});
     });
   }

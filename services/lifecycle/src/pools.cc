@@ -205,6 +205,11 @@ class Manager final : public PoolManager {
         desired_(prometheus::BuildGauge()
                      .Name("relay_lifecycle_pool_desired_runners")
                      .Help("Runners each pool should have now")
+                     .Register(*metrics)),
+        skipped_(prometheus::BuildCounter()
+                     .Name("relay_lifecycle_pool_webhooks_skipped_total")
+                     .Help("github.webhooks records the pools could not read, by reason (the group consumers "
+                           "dead-letter them; this follower only counts and logs)")
                      .Register(*metrics)) {}
 
   absl::Status Follow(const std::string& bootstrap, const std::string& topic, const kafka::FollowerFactory& follow) {
@@ -238,13 +243,25 @@ class Manager final : public PoolManager {
  private:
   void OnRecord(const kafka::ConsumedRecord& r) {
     v1::WebhookRecord w;
-    if (!w.ParseFromString(r.value) || w.event() != "workflow_job") return;
+    if (!w.ParseFromString(r.value)) return Skip(r, "undecodable", "not a WebhookRecord");
+    if (w.event() != "workflow_job") return;
     std::string decoded;
     std::string_view json;
-    if (!github::WebhookJson(w.content_type(), w.body(), &decoded, &json)) return;
+    if (!github::WebhookJson(w.content_type(), w.body(), &decoded, &json)) {
+      return Skip(r, "payload", "no JSON payload in the body");
+    }
     auto e = ParseWorkflowJob(json, w.received_at_unix_ms() > 0 ? w.received_at_unix_ms() : r.timestamp_ms);
-    if (!e.ok()) return;
+    if (!e.ok()) return Skip(r, "payload", std::string(e.status().message()));
     events_.Add({{"pool", scaler_.Apply(*e)}}).Increment();
+  }
+
+  // A record this follower cannot count. Not dead-lettered here: it reads
+  // the whole topic on every start, and the topic's group consumers
+  // (dispatch, stats) already send poison to github.webhooks.dlq.
+  void Skip(const kafka::ConsumedRecord& r, const char* reason, std::string_view why) {
+    skipped_.Add({{"reason", reason}}).Increment();
+    log::Warn("webhook record skipped by the runner pools",
+              {{"partition", r.partition}, {"offset", r.offset}, {"reason", std::string(why)}});
   }
 
   // The pool's live cluster, created when there is none (the first time,
@@ -276,6 +293,7 @@ class Manager final : public PoolManager {
   std::unique_ptr<kafka::Follower> follower_;
   prometheus::Family<prometheus::Counter>& events_;
   prometheus::Family<prometheus::Gauge>& desired_;
+  prometheus::Family<prometheus::Counter>& skipped_;
 };
 
 }  // namespace

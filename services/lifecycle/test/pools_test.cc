@@ -3,6 +3,9 @@
 #include "relay/lifecycle/pools.h"
 
 #include <gtest/gtest.h>
+#include <prometheus/registry.h>
+
+#include "relay/v1/webhook.pb.h"
 
 namespace relay::lifecycle {
 namespace {
@@ -101,6 +104,59 @@ TEST(PoolsTest, ParsesRealPayloadFieldsAndRefusesOthers) {
   EXPECT_EQ(e->repository, "codertocat/hello-world");
   EXPECT_FALSE(ParseWorkflowJob(R"({"action":"opened","pull_request":{}})", 0).ok());
   EXPECT_FALSE(ParseWorkflowJob("nope", 0).ok());
+}
+
+// The runner pools follow github.webhooks outside any group: a record they
+// cannot read is counted by reason and logged, never dropped unseen.
+TEST(PoolsTest, RecordsThePoolsCannotReadAreCountedByReason) {
+  class Held final : public kafka::Follower {
+   public:
+    bool CaughtUp() const override { return false; }
+    absl::Status Health() const override { return absl::OkStatus(); }
+  };
+  kafka::FollowCallback deliver;
+  kafka::FollowerFactory follow = [&](kafka::FollowerOptions, kafka::FollowCallback cb)
+      -> absl::StatusOr<std::unique_ptr<kafka::Follower>> {
+    deliver = std::move(cb);
+    return std::make_unique<Held>();
+  };
+  prometheus::Registry metrics;
+  auto pools = PoolManager::Start(Pools(), "unused:9092", "github.webhooks", nullptr, nullptr, &metrics, follow);
+  ASSERT_TRUE(pools.ok()) << pools.status();
+  ASSERT_TRUE(deliver);
+  auto record = [](const std::string& event, const std::string& body) {
+    v1::WebhookRecord w;
+    w.set_event(event);
+    w.set_content_type("application/json");
+    w.set_body(body);
+    w.set_received_at_unix_ms(1000);
+    kafka::ConsumedRecord r;
+    r.topic = "github.webhooks";
+    r.value = w.SerializeAsString();
+    return r;
+  };
+  kafka::ConsumedRecord garbage;
+  garbage.value = std::string("\xff\xff\xff", 3);
+  deliver(garbage);
+  deliver(record("workflow_job", "not json"));
+  deliver(record("workflow_job", R"({"action":"opened","pull_request":{}})"));
+  deliver(record("push", "not json either: not a pool's event, so not read"));
+  deliver(record("workflow_job", R"({"action":"queued","workflow_job":{"id":7,"labels":["self-hosted","linux","npu"]},)"
+                                 R"("repository":{"full_name":"acme/npu"}})"));
+  auto value = [&](const std::string& name, const std::string& label, const std::string& want) {
+    for (const auto& family : metrics.Collect()) {
+      if (family.name != name) continue;
+      for (const auto& m : family.metric) {
+        for (const auto& l : m.label) {
+          if (l.name == label && l.value == want) return m.counter.value;
+        }
+      }
+    }
+    return -1.0;
+  };
+  EXPECT_EQ(value("relay_lifecycle_pool_webhooks_skipped_total", "reason", "undecodable"), 1);
+  EXPECT_EQ(value("relay_lifecycle_pool_webhooks_skipped_total", "reason", "payload"), 2);
+  EXPECT_EQ(value("relay_lifecycle_pool_webhooks_total", "pool", "npu"), 1);
 }
 
 TEST(PoolsTest, PoolsFileMistakesAreNamed) {

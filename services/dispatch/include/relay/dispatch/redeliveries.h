@@ -92,6 +92,10 @@ class Reconciler {
     std::function<absl::StatusOr<std::unique_ptr<kafka::TopicReader>>()> reader;
     std::function<absl::StatusOr<std::unique_ptr<kafka::Consumer>>(kafka::ConsumerOptions)> consumer;
     const Clock* clock;
+    // Called once if the consumer of github.redeliveries stops for good
+    // before Stop (fatal client error, its dead-letter topic refusing):
+    // the service's Runtime::Fatal, so /healthz fails and the process exits.
+    std::function<void(const absl::Status&)> fatal;
   };
   Reconciler(RedeliveryOptions options, Parts parts, prometheus::Registry& metrics);
   ~Reconciler();
