@@ -37,9 +37,15 @@ JobOwner::JobOwner(Parts parts, prometheus::Registry& metrics)
                        .Name("relay_collector_state_reads_total")
                        .Help("Decided jobs' whole states read back from collector.state (replays, late labels)")
                        .Register(metrics)
-                       .Add({})) {
+                       .Add({})),
+      late_check_runs_(prometheus::BuildCounter()
+                           .Name("relay_collector_late_label_check_runs_total")
+                           .Help("Check runs a late label raised, by result: requested (acked on github.requests), "
+                                 "retrying (not acked; sent again by the sweep), dropped (the retry list was full)")
+                           .Register(metrics)) {
   for (const char* r : {"requested", "timed_out"}) sweeps_.Add({{"result", r}});
   for (const char* r : {"applied", "older"}) label_facts_.Add({{"result", r}});
+  for (const char* r : {"requested", "retrying", "dropped"}) late_check_runs_.Add({{"result", r}});
 }
 
 void JobOwner::OnLabels(const kafka::ConsumedRecord& r) {
@@ -77,13 +83,29 @@ void JobOwner::OnLabels(const kafka::ConsumedRecord& r) {
       }
       writes = std::move(*wanted);
     }
-    for (auto& w : writes) {
-      std::string repo = w.repo();
-      p_.producer->Send(kafka::MessageRecord(p_.settings->topics.github_requests, repo, w, w.delivery_id()), [](absl::Status st) {
-        if (!st.ok()) log::Warn("check run for a late label not requested", {{"error", std::string(st.message())}});
-      });
-    }
+    for (auto& w : writes) SendLateCheckRun(std::move(w));
   }
+}
+
+void JobOwner::SendLateCheckRun(v1::GitHubRequest write) {
+  kafka::Record record = kafka::MessageRecord(p_.settings->topics.github_requests, write.repo(), write, write.delivery_id());
+  p_.producer->Send(std::move(record), [this, write = std::move(write)](absl::Status st) mutable {
+    if (st.ok()) {
+      late_check_runs_.Add({{"result", "requested"}}).Increment();
+      return;
+    }
+    std::lock_guard lock(retry_mu_);
+    if (late_check_runs_to_retry_.size() >= kMaxLateCheckRunRetries) {
+      late_check_runs_.Add({{"result", "dropped"}}).Increment();
+      log::Error("check run for a late label dropped: too many waiting to be sent again",
+                 {{"id", write.id()}, {"error", std::string(st.message())}});
+      return;
+    }
+    late_check_runs_.Add({{"result", "retrying"}}).Increment();
+    log::Warn("check run for a late label not requested; sent again at the next sweep",
+              {{"id", write.id()}, {"error", std::string(st.message())}});
+    late_check_runs_to_retry_.push_back(std::move(write));
+  });
 }
 
 std::set<std::string> JobOwner::Devices(const std::string& upstream_repo, int64_t pr) {
@@ -294,6 +316,12 @@ absl::StatusOr<std::vector<int64_t>> JobOwner::SendAll(std::vector<kafka::Record
 // same path as a callback, so their owner decides (once) in order with
 // any late callback of theirs.
 void JobOwner::Sweep() {
+  std::vector<v1::GitHubRequest> again;
+  {
+    std::lock_guard lock(retry_mu_);
+    again.swap(late_check_runs_to_retry_);
+  }
+  for (auto& w : again) SendLateCheckRun(std::move(w));
   int64_t now_ms = p_.clock->UnixMillis();
   auto now = std::chrono::steady_clock::now();
   std::vector<std::pair<int32_t, v1::CallbackRequest>> asks;

@@ -62,7 +62,8 @@ class JobOwner {
   // Decides a batch of ci.callbacks and relay.dispatches records.
   absl::Status HandleBatch(kafka::Batch& batch);
   // Prunes old history and asks (through ci.callbacks, so the owner decides
-  // in order) for jobs in progress past the zombie timeout to be timed out.
+  // in order) for jobs in progress past the zombie timeout to be timed out;
+  // sends again the late labels' check runs whose requests were not acked.
   void Sweep();
   // A record of relay.pr_labels: remembered, and once the labels present
   // at start are read, raises the check runs a late label asks for.
@@ -90,6 +91,11 @@ class JobOwner {
   void UpdateJobsGauge();
   // Sends every record and waits for all acks; the offset each got.
   absl::StatusOr<std::vector<int64_t>> SendAll(std::vector<kafka::Record> records);
+  // A late label's check run to github.requests. Nothing commits it (the
+  // labels are followed, not consumed in a group), so one not acked is kept
+  // and sent again by Sweep: its id is deterministic, and a copy that did
+  // land is deduplicated by dispatch's ledger.
+  void SendLateCheckRun(v1::GitHubRequest write);
 
   const Parts p_;
   std::mutex fetch_mu_;  // fetch_reader
@@ -100,11 +106,16 @@ class JobOwner {
   std::mutex parts_mu_;
   std::map<int32_t, std::shared_ptr<Partition>> parts_;
 
+  static constexpr size_t kMaxLateCheckRunRetries = 100'000;
+  std::mutex retry_mu_;
+  std::vector<v1::GitHubRequest> late_check_runs_to_retry_;
+
   prometheus::Family<prometheus::Counter>& sweeps_;
   prometheus::Gauge& jobs_gauge_;
   prometheus::Gauge& decided_gauge_;
   prometheus::Family<prometheus::Counter>& label_facts_;
   prometheus::Counter& state_reads_;
+  prometheus::Family<prometheus::Counter>& late_check_runs_;
 };
 
 }  // namespace relay::collector
