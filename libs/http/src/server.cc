@@ -27,6 +27,29 @@ namespace beast = boost::beast;
 namespace bhttp = beast::http;
 
 namespace {
+// The most a connection buffers of what it has not parsed yet. Beast limits
+// the header section (header_limit), but not a chunk's size line, its
+// extensions or the trailer section: without this cap a client could grow
+// the buffer for as long as body_timeout, and a trailer field past 65,533
+// bytes makes Beast throw std::length_error (the whole process went down).
+// 64 KiB holds the largest header section we take, and keeps any trailer
+// field below the size that throws; bodies pass through it as they parse.
+constexpr size_t kMaxBuffered = 64 * 1024;
+
+// Runs a loop until it is stopped. A handler that throws is logged and the
+// loop goes on (its connection is dropped): one request must not take the
+// server down.
+void RunLoop(net::io_context& ioc) {
+  for (;;) {
+    try {
+      ioc.run();
+      return;
+    } catch (const std::exception& e) {
+      log::Error("http: a handler threw; its loop goes on", {{"error", std::string(e.what())}});
+    }
+  }
+}
+
 // A JSON string literal (the server has no JSON library of its own; this is
 // all it needs, for error messages).
 std::string JsonQuote(std::string_view in) {
@@ -146,13 +169,15 @@ class Session : public ResponseSink, public std::enable_shared_from_this<Session
   // plain close with unread data makes the kernel send RST, and a client in
   // the middle of its upload would see a reset instead of the answer.
   void LingerAndClose();
+  // 431 for a chunk line or trailer section past kMaxBuffered.
+  void FramingTooLarge();
   void DiscardSome();
   bool Reserve(int64_t bytes);
   void ReleaseReservation();
   void Close();
 
   Stream stream_;
-  beast::flat_buffer buffer_;
+  beast::flat_buffer buffer_{kMaxBuffered};
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::optional<bhttp::request_parser<bhttp::buffer_body>> stream_parser_;
   std::shared_ptr<BodyStream> body_stream_;
@@ -171,8 +196,13 @@ class Session : public ResponseSink, public std::enable_shared_from_this<Session
   // keeps a reference, hence a member).
   std::function<void(std::uint64_t, std::string_view, beast::error_code&)> on_chunk_header_ =
       [this](std::uint64_t size, std::string_view, beast::error_code& e) {
-        if (!Reserve(static_cast<int64_t>(size))) e = bhttp::error::buffer_overflow;
+        if (Reserve(static_cast<int64_t>(size))) return;
+        over_budget_ = true;
+        e = bhttp::error::buffer_overflow;
       };
+  // The buffer_overflow of this request came from the body budget (above),
+  // not from framing past kMaxBuffered.
+  bool over_budget_ = false;
   std::chrono::steady_clock::time_point started_;
 };
 
@@ -231,8 +261,8 @@ class ServerImpl final : public Server {
     }
     port_ = acceptor_->local_endpoint().port();
     Accept();
-    accept_loop_.thread = std::thread([this] { accept_loop_.ioc.run(); });
-    for (auto& loop : loops_) loop->thread = std::thread([l = loop.get()] { l->ioc.run(); });
+    accept_loop_.thread = std::thread([this] { RunLoop(accept_loop_.ioc); });
+    for (auto& loop : loops_) loop->thread = std::thread([l = loop.get()] { RunLoop(l->ioc); });
     return absl::OkStatus();
   }
 
@@ -453,6 +483,7 @@ void Session::AwaitNextRequest() {
 void Session::ReadHeader() {
   if (server_->draining() && buffer_.size() == 0) return Close();
   parser_.emplace();
+  over_budget_ = false;
   // The route's limit is applied once the header says which route it is
   // (OnHeader); a streamed route may take more than the server-wide limit.
   parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
@@ -506,7 +537,7 @@ void Session::ReadBody() {
   // body (capped) makes it one or two reads; memory stays proportional to
   // the request in flight.
   if (auto length = parser_->content_length(); length && *length > 0) {
-    size_t want = static_cast<size_t>(std::min<uint64_t>(*length, 1024 * 1024));
+    size_t want = static_cast<size_t>(std::min<uint64_t>(*length, kMaxBuffered - buffer_.size()));
     if (buffer_.capacity() - buffer_.size() < want) buffer_.reserve(buffer_.size() + want);
   }
   stream_.expires_after(server_->options().body_timeout);
@@ -570,6 +601,7 @@ void Session::OnStream(beast::error_code ec) {
       server_->CountConnectionError("too_large");
       return Write(MakeResponse(413, R"({"error":"request body exceeds the limit"})"), true, true);
     }
+    if (ec == bhttp::error::buffer_overflow) return FramingTooLarge();
     if (ec == beast::error::timeout) {
       if (got_some) server_->CountConnectionError("timeout");
       return Close();
@@ -632,6 +664,7 @@ void Session::OnReadError(beast::error_code ec) {
     server_->CountConnectionError("too_large");
     return Write(MakeResponse(413, R"({"error":"request body exceeds the limit"})"), true, true);
   }
+  if (ec == bhttp::error::buffer_overflow && !over_budget_) return FramingTooLarge();
   if (ec == bhttp::error::buffer_overflow) {  // a chunk past the body budget
     server_->CountConnectionError("body_budget");
     Response busy = MakeResponse(503, R"({"error":"too many request bodies in flight; retry"})");
@@ -648,6 +681,13 @@ void Session::OnReadError(beast::error_code ec) {
   }
   server_->CountConnectionError("malformed");
   Write(MakeResponse(400, R"({"error":"malformed HTTP request"})"), true, true);
+}
+
+void Session::FramingTooLarge() {
+  server_->CountConnectionError("too_large");
+  log::Info("http: request refused: a chunk line, its extensions or the trailers exceed the buffer",
+            {{"limit_bytes", static_cast<int64_t>(kMaxBuffered)}});
+  Write(MakeResponse(431, R"({"error":"request framing too large: a chunk line, its extensions or the trailers"})"), true, true);
 }
 
 void Session::Respond(uint64_t seq, Response response) {

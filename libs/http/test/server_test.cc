@@ -225,6 +225,32 @@ TEST_F(ServerTest, MalformedRequestIs400) {
   EXPECT_THAT(reply, HasSubstr("HTTP/1.1 400"));
 }
 
+// Chunked bodies' framing is bounded too: a huge trailer field or chunk
+// extension (Beast applies no header limit there, and a field of 64 KiB
+// makes it throw) is refused, the server lives on, and what was buffered
+// for it is bounded. Also on a route with a large body limit.
+TEST_F(ServerTest, HugeChunkTrailersAndExtensionsAreRefusedAndTheServerLivesOn) {
+  StartServer();
+  for (const std::string path : {"/echo", "/big", "/upload"}) {
+    std::string trailer = "POST " + path + " HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                          "2\r\nhi\r\n0\r\nX: " + std::string(70'000, 'a') + "\r\n\r\n";
+    std::string reply = RawExchange("127.0.0.1", server_->port(), trailer, 5s);
+    EXPECT_THAT(reply, ::testing::Not(HasSubstr("HTTP/1.1 200"))) << path;
+    std::string extension = "POST " + path + " HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                            "2;" + std::string(200'000, 'e') + "\r\nhi\r\n0\r\n\r\n";
+    reply = RawExchange("127.0.0.1", server_->port(), extension, 5s);
+    EXPECT_THAT(reply, ::testing::Not(HasSubstr("HTTP/1.1 200"))) << path;
+    auto ok = HttpClient("127.0.0.1", server_->port(), 5s).Post(path == "/upload" ? "/upload" : "/echo", {}, "ok");
+    EXPECT_EQ(ok.status, 200) << "the server still serves, after " << path;
+  }
+  // A small trailer within the limits is fine.
+  std::string reply = RawExchange("127.0.0.1", server_->port(),
+                                  "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                                  "Connection: close\r\n\r\n2\r\nhi\r\n0\r\nX-Trailer: 1\r\n\r\n",
+                                  5s);
+  EXPECT_THAT(reply, HasSubstr("HTTP/1.1 200"));
+}
+
 TEST_F(ServerTest, ExpectContinueIsAnswered) {
   StartServer();
   std::string reply = RawExchange("127.0.0.1", server_->port(),
