@@ -226,6 +226,7 @@ absl::StatusOr<Plan> PlanWebhook(const v1::WebhookRecord& record, const allowlis
                      const std::string& added) {
     // One body for all, but each repo its own relay token.
     int64_t now_s = now_unix_ms / 1000;
+    const github::EventTime at = EventTimeOf(record, ObjectField(payload, "pull_request"));
     for (const auto& entry : allowlist.entries()) {
       if (std::string why = not_wanted(entry.subscription, pr_labels, added); !why.empty()) {
         // Counted only when it is a write the repo would have had before
@@ -254,6 +255,8 @@ absl::StatusOr<Plan> PlanWebhook(const v1::WebhookRecord& record, const allowlis
       d->set_action(action);
       d->set_pr_number(pr_number);
       d->set_head_sha(head_sha);
+      d->set_event_at_unix_ms(at.event_at_unix_ms);
+      d->set_received_at_unix_ms(at.received_at_unix_ms);
       plan.requests.push_back(std::move(req));
     }
   };

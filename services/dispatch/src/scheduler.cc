@@ -2,6 +2,7 @@
 
 #include "absl/strings/ascii.h"
 #include "relay/base/log.h"
+#include "relay/github/event_time.h"
 
 namespace relay::dispatch {
 
@@ -96,6 +97,18 @@ void Scheduler::Submit(v1::GitHubRequest request, Done done, std::function<bool(
 
 void Scheduler::SupersedeLocked(const std::shared_ptr<Job>& job) {
   std::shared_ptr<Job>& newest = newest_[job->coalesce_key];
+  if (newest && !newest->finished && IsOlderHead(*job, *newest)) {
+    // The PR's older head, come after its newer one (GitHub delivered out
+    // of order, or a redelivery): this one is superseded, whatever the
+    // newer's state, and the newer stays the PR's newest.
+    job->superseded = true;
+    job->superseded_by = newest->request.id();
+    job->finished = true;  // the worker that pops it drops it
+    superseded_.Increment();
+    to_finish_.push_back(job);
+    finish_cv_.notify_one();
+    return;
+  }
   std::shared_ptr<Job> older = std::exchange(newest, job);
   if (!older || older->started || older->superseded || older->finished) return;
   // The same head again (a redelivery of the event) is not newer.
@@ -110,6 +123,14 @@ void Scheduler::SupersedeLocked(const std::shared_ptr<Job>& job) {
     to_finish_.push_back(std::move(older));
     finish_cv_.notify_one();
   }
+}
+
+bool Scheduler::IsOlderHead(const Job& a, const Job& b) {
+  const v1::DispatchCall& x = a.request.dispatch();
+  const v1::DispatchCall& y = b.request.dispatch();
+  if (x.event_at_unix_ms() <= 0 || y.event_at_unix_ms() <= 0 || x.head_sha() == y.head_sha()) return false;
+  return github::EventTime{x.event_at_unix_ms(), x.received_at_unix_ms()} <
+         github::EventTime{y.event_at_unix_ms(), y.received_at_unix_ms()};
 }
 
 void Scheduler::FinishSuperseded() {

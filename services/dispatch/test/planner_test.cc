@@ -56,6 +56,22 @@ class PlannerTest : public ::testing::Test {
   PlannerOptions options_;
 };
 
+// A PR's dispatches carry the event's own time (the payload's updated_at,
+// then intake's receipt): the scheduler orders two heads of one PR by it.
+TEST_F(PlannerTest, PullRequestDispatchesCarryTheEventsOwnTime) {
+  std::string body = PullRequest("synchronize");
+  body.insert(body.find(R"("labels":)"), R"("updated_at":"2026-11-29T01:02:03Z",)");
+  auto r = Record("pull_request", body);
+  r.set_received_at_unix_ms(1'800'000'000'123);
+  auto plan = PlanOf(r);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_FALSE(plan->requests.empty());
+  for (const auto& req : plan->requests) {
+    EXPECT_EQ(req.dispatch().event_at_unix_ms(), 1'795'914'123'000);
+    EXPECT_EQ(req.dispatch().received_at_unix_ms(), 1'800'000'000'123);
+  }
+}
+
 TEST_F(PlannerTest, PullRequestOpenedFansOutToEveryLevelWithABoundToken) {
   auto plan = PlanOf(Record("pull_request", PullRequest("opened")));
   ASSERT_TRUE(plan.ok()) << plan.status();

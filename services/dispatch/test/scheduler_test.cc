@@ -228,6 +228,42 @@ TEST_F(CoalescingTest, ANewerHeadSupersedesTheQueuedDispatchAndTheNewestGoesOut)
   EXPECT_EQ(Superseded(), 1);
 }
 
+// GitHub delivers out of order (or the older event is redelivered): the
+// older head arrives while the newer waits in line. By the events' own
+// times the older is the one superseded, and the newer goes out; a request
+// without event times (from before the field) keeps the order of arrival.
+TEST_F(CoalescingTest, AnOlderHeadArrivingSecondIsTheOneSuperseded) {
+  Control(bhttp::verb::post, "/_fake/config", R"({"latency_ms":300})");
+  SchedulerOptions o;
+  o.concurrency = 1;
+  StartScheduler(o);
+  std::promise<void> blocking;
+  auto blocker = SubmitKeyed(PrDispatch("acme/other", "blocker", 9, "z"), &blocking);
+  ASSERT_EQ(blocking.get_future().wait_for(10s), std::future_status::ready) << "the one worker never wrote";
+  auto at = [](v1::GitHubRequest r, int64_t event_s, int64_t received_ms) {
+    r.mutable_dispatch()->set_event_at_unix_ms(event_s * 1000);
+    r.mutable_dispatch()->set_received_at_unix_ms(received_ms);
+    return r;
+  };
+  auto newer = SubmitKeyed(at(PrDispatch("acme/l1", "new", 7, "b2"), 2000, 2'000'500));
+  auto older = SubmitKeyed(at(PrDispatch("acme/l1", "old", 7, "a1"), 1000, 2'000'900));  // received later
+  JobResult ro = older.get();
+  EXPECT_EQ(ro.kind, JobResult::Kind::kSuperseded);
+  EXPECT_EQ(ro.superseded_by, "new");
+  EXPECT_EQ(ro.attempts, 0);
+  JobResult rn = newer.get();
+  EXPECT_EQ(rn.kind, JobResult::Kind::kDone) << rn.error;
+  // Without times: arrival order, as before.
+  auto first = SubmitKeyed(PrDispatch("acme/l1", "first", 8, "c1"));
+  auto second = SubmitKeyed(at(PrDispatch("acme/l1", "second", 8, "d1"), 1000, 1'000'000));
+  EXPECT_EQ(first.get().kind, JobResult::Kind::kSuperseded);
+  EXPECT_EQ(second.get().kind, JobResult::Kind::kDone);
+  EXPECT_EQ(blocker.get().kind, JobResult::Kind::kDone);
+  auto stats = Control(bhttp::verb::get, "/_fake/stats");
+  EXPECT_EQ(stats.at("dispatches").as_int64(), 3) << "blocker, new, second";
+  EXPECT_EQ(Superseded(), 2);
+}
+
 // A dispatch already writing goes out whatever comes after it; one a
 // worker holds while it waits for the budget (not yet writing) is
 // superseded there, and its grant is never used for a write.

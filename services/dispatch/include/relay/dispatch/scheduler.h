@@ -130,6 +130,9 @@ class Scheduler {
   };
   void Work();
   void Enqueue(std::shared_ptr<Job> job);
+  // a's head is older than b's by their events' own times (both known,
+  // different shas).
+  static bool IsOlderHead(const Job& a, const Job& b);
   void Finish(std::shared_ptr<Job> job, const Verdict& v, JobResult::Kind kind);
   // Under mu_: `job` supersedes the newest older job of its key if it may;
   // a superseded job not held by a worker is handed to the finisher.
