@@ -386,6 +386,7 @@ class FakeImpl final : public FakeGitHub {
     if (seg.size() == 4 && seg[0] == "repos" && seg[3] == "installation" && m == bhttp::verb::get) {
       call->endpoint = "GET /repos/{owner}/{repo}/installation";
       call->repo = seg[1] + "/" + seg[2];
+      if (auto res = Faulted(*call)) return *res;
       if (auto err = CheckAppJwt(bearer)) return *err;
       if (not_installed_.count(absl::AsciiStrToLower(call->repo))) return Message(404, "Not Found");
       return Json(200, json::object{{"id", InstallationOf(call->repo).id}, {"app_id", options_.app_id}});
@@ -393,6 +394,7 @@ class FakeImpl final : public FakeGitHub {
     if (seg.size() == 4 && seg[0] == "app" && seg[1] == "installations" && seg[3] == "access_tokens" &&
         m == bhttp::verb::post) {
       call->endpoint = "POST /app/installations/{id}/access_tokens";
+      if (auto res = Faulted(*call)) return *res;
       if (auto err = CheckAppJwt(bearer)) return *err;
       int64_t installation = std::atoll(seg[2].c_str());
       bool exists = false;

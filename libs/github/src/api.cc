@@ -49,6 +49,19 @@ std::string Message(const std::string& body) {
   return body.substr(0, 200);
 }
 
+// A refusal that waiting cures: 429, or a 403 of the primary limit
+// (x-ratelimit-remaining: 0) or of a secondary one (Retry-After, or its
+// message). The App's lookups and token exchanges are refused so too, and
+// such a refusal is not the permission error a plain 403 is.
+bool IsRateLimited(const http::ClientResponse& r) {
+  if (r.status == 429) return true;
+  if (r.status != 403) return false;
+  if (r.Header("x-ratelimit-remaining") == "0" || !r.Header("retry-after").empty()) return true;
+  std::string message = Message(r.body);
+  for (auto& c : message) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return message.find("rate limit") != std::string::npos;
+}
+
 }  // namespace
 
 AppCredentials::AppCredentials(std::string app_id, auth::RsaKey key, const Clock* clock)
@@ -85,7 +98,7 @@ absl::StatusOr<AppCredentials::Found> AppCredentials::InstallationFor(const std:
   }
   if (r->status != 200) {
     std::string why = "installation of " + repo + ": HTTP " + std::to_string(r->status) + ": " + Message(r->body);
-    return r->status >= 500 || r->status == 429 ? absl::UnavailableError(why) : absl::PermissionDeniedError(why);
+    return r->status >= 500 || IsRateLimited(*r) ? absl::UnavailableError(why) : absl::PermissionDeniedError(why);
   }
   boost::system::error_code ec;
   auto v = boost::json::parse(r->body, ec);
@@ -144,7 +157,7 @@ absl::StatusOr<AppCredentials::InstallationToken> AppCredentials::TokenFor(const
     if (r->status != 201) {
       std::string why =
           "installation token for " + repo + ": HTTP " + std::to_string(r->status) + ": " + Message(r->body);
-      return r->status >= 500 || r->status == 429 ? absl::UnavailableError(why) : absl::PermissionDeniedError(why);
+      return r->status >= 500 || IsRateLimited(*r) ? absl::UnavailableError(why) : absl::PermissionDeniedError(why);
     }
     boost::system::error_code ec;
     auto v = boost::json::parse(r->body, ec);

@@ -97,6 +97,21 @@ TEST_F(ApiTest, ARevokedTokenIsRefreshedOnceAndANotInstalledRepoIsNotFound) {
   EXPECT_THAT(std::string(ghost.status().message()), HasSubstr("app not installed"));
 }
 
+// The App's own lookups are rate limited too: a 403 of a limit there is
+// Unavailable (the write waits and tries again), not the permission error
+// that ends it for good; a plain 403 still is one.
+TEST_F(ApiTest, ARateLimitedInstallationLookupIsUnavailableNotPermissionDenied) {
+  Control(bhttp::verb::post, "/_fake/faults",
+          R"({"path":"^/repos/acme/limited/installation$","status":403,"count":1,"retry_after":60,)"
+          R"("message":"You have exceeded a secondary rate limit"})");
+  auto limited = api_->Call(Dispatch("acme/limited", R"({"event_type":"x"})"));
+  EXPECT_TRUE(absl::IsUnavailable(limited.status())) << limited.status();
+  Control(bhttp::verb::post, "/_fake/faults",
+          R"({"path":"^/repos/acme/denied/installation$","status":403,"count":1,"message":"Resource not accessible"})");
+  auto denied = api_->Call(Dispatch("acme/denied", R"({"event_type":"x"})"));
+  EXPECT_TRUE(absl::IsPermissionDenied(denied.status())) << denied.status();
+}
+
 // An organisation uninstalls and reinstalls the App: the same repositories
 // under a new installation id. The cached token is refused (401), its
 // exchange answers 404, the installation is looked up again, and the call

@@ -494,7 +494,9 @@ class DispatchService final : public service::Service {
     // A newer head of a PR supersedes only what came before it on the same
     // input partition (its order); the superseded one's end is written to
     // its own partition's ledger.
-    std::string coalesce = SupersedeKey(request);
+    // A repeated write (STARTED in the ledger: a crashed owner may have sent
+    // it) is never coalesced: it is a started write, which always goes out.
+    std::string coalesce = repeated ? "" : SupersedeKey(request);
     if (!coalesce.empty()) coalesce += "@" + input.topic + "/" + std::to_string(input.partition);
     scheduler_->Submit(
         std::move(request), [this, job](JobResult result) { Complete(job, std::move(result)); },

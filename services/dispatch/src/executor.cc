@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "relay/dispatch/planner.h"
+#include "relay/kafka/producer.h"
 
 namespace relay::dispatch {
 namespace {
@@ -158,6 +159,8 @@ bool Executor::Started(Verdict* verdict) {
   if (!s.ok()) {
     verdict->kind = Kind::kTransient;
     verdict->error = "ledger: " + std::string(s.message());
+    mark_failed_ = true;
+    mark_fenced_ = kafka::IsFenced(s);
     return false;
   }
   started_ = true;
@@ -227,6 +230,7 @@ Verdict Executor::Execute(const v1::GitHubRequest& request, const std::atomic<bo
                           const BeforeWrite& before_write, const std::function<bool()>& wanted,
                           const std::function<void()>& granted) {
   started_ = false;
+  mark_failed_ = mark_fenced_ = false;
   before_write_ = &before_write;
   wanted_ = &wanted;
   granted_ = &granted;
@@ -242,6 +246,10 @@ Verdict Executor::Execute(const v1::GitHubRequest& request, const std::atomic<bo
       v.kind = Kind::kPermanent;
       v.error = "request names no GitHub call";
   }
+  // The call methods classify the answer anew; the mark's failure is
+  // this attempt's, whatever the verdict says.
+  v.before_write = mark_failed_;
+  v.fenced = mark_fenced_;
   before_write_ = nullptr;
   wanted_ = nullptr;
   granted_ = nullptr;

@@ -296,6 +296,17 @@ void Scheduler::Work() {
         break;
     }
     if (stop_) continue;  // stopping: the job is dropped (see Stop)
+    if (v.kind == Verdict::Kind::kTransient && v.before_write &&
+        (v.fenced || clock_->Now() - job->enqueued >= options_.retry_deadline)) {
+      // Its mark failed, so nothing reached GitHub: not a write to
+      // dead-letter. Fenced (its partition has another owner), or its mark
+      // still refused at the deadline: cancelled, so the batch that asked
+      // for it comes again and its owner plans it anew.
+      log::Warn("GitHub write not started: its ledger mark failed; the batch comes again",
+                {{"request_id", job->request.id()}, {"error", v.error}});
+      Finish(job, v, JobResult::Kind::kCancelled);
+      continue;
+    }
     if (job->maybe_sent && job->request.call_case() == v1::GitHubRequest::kRedelivery) {
       // Not repeated: a second POST would be a second delivery.
       v.error = "may have reached GitHub, a redelivery is not repeated: " + v.error;

@@ -2,6 +2,7 @@
 // priorities, retries, rate limits honoured without a breach, permanent
 // failures, and check runs and comments found again instead of duplicated.
 #include "relay/dispatch/scheduler.h"
+#include "relay/kafka/producer.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -321,6 +322,35 @@ TEST_F(SchedulerTest, TransientFailuresRetryAndPermanentOnesEndAtOnce) {
   EXPECT_THAT(ghost.error, HasSubstr("app not installed"));
   EXPECT_TRUE(ghost.not_installed);
   EXPECT_FALSE(g.not_installed) << "a 404 from an installed repo is not 'not installed'";
+}
+
+// A write whose STARTED mark keeps failing never reached GitHub: at its
+// deadline it is cancelled (its batch comes again), not failed and
+// dead-lettered; a mark refused because the partition has another owner
+// (fenced) is cancelled at once.
+TEST_F(SchedulerTest, AWriteWhoseMarkFailsIsCancelledNotDeadLettered) {
+  SchedulerOptions o;
+  o.backoff_min = 20ms;
+  o.backoff_max = 50ms;
+  o.retry_deadline = 300ms;
+  StartScheduler(o);
+  auto submit = [&](const std::string& id, absl::Status mark) {
+    auto p = std::make_shared<std::promise<JobResult>>();
+    auto f = p->get_future();
+    scheduler_->Submit(Dispatch("acme/one", 2, id), [p](JobResult r) { p->set_value(std::move(r)); }, {},
+                       [mark] { return mark; });
+    return f;
+  };
+  auto down = submit("down", absl::UnavailableError("transaction coordinator moved"));
+  auto fenced = submit("fenced", kafka::FencedError("a newer member owns the partition"));
+  JobResult d = down.get();
+  EXPECT_EQ(d.kind, JobResult::Kind::kCancelled) << d.error;
+  EXPECT_GE(d.attempts, 2) << "retried until the deadline";
+  JobResult f = fenced.get();
+  EXPECT_EQ(f.kind, JobResult::Kind::kCancelled) << f.error;
+  EXPECT_EQ(f.attempts, 1) << "fenced: at once";
+  auto stats = Control(bhttp::verb::get, "/_fake/stats");
+  EXPECT_EQ(stats.at("dispatches").as_int64(), 0) << "nothing reached GitHub";
 }
 
 // The App reinstalled between two writes: the second is refused once

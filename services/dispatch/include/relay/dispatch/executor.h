@@ -36,6 +36,11 @@ struct Verdict {
   std::string endpoint;  // of the last call, e.g. "POST /repos/{owner}/{repo}/dispatches"
   int64_t installation_id = 0;
   bool not_installed = false;  // permanent because the App is not installed on the repository
+  // Its STARTED mark failed: nothing of the write reached GitHub (the mark
+  // comes before the first call). `fenced`: refused because another member
+  // owns the input partition now.
+  bool before_write = false;
+  bool fenced = false;
 };
 
 std::string_view KindName(const v1::GitHubRequest& request);  // dispatch | rerun | suite_rerun | check_run | comment | redelivery
@@ -148,6 +153,7 @@ class Executor {
   const std::function<bool()>* wanted_ = nullptr;  // of the request in hand
   const std::function<void()>* granted_ = nullptr;  // of the request in hand
   bool started_ = false;                       // before_write ran for it
+  bool mark_failed_ = false, mark_fenced_ = false;  // before_write refused this attempt (fenced: by a newer owner)
 };
 
 }  // namespace relay::dispatch
