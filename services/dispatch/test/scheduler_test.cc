@@ -192,6 +192,17 @@ class CoalescingTest : public SchedulerTest {
                        std::move(key));
     return f;
   }
+  // GitHub held back (every answer 300 ms late) and the one worker busy
+  // with a write to another repo, so what is submitted next waits in line.
+  void HoldTheOneWorker(std::future<JobResult>* blocker) {
+    Control(bhttp::verb::post, "/_fake/config", R"({"latency_ms":300})");
+    SchedulerOptions o;
+    o.concurrency = 1;
+    StartScheduler(o);
+    std::promise<void> blocking;
+    *blocker = SubmitKeyed(PrDispatch("acme/other", "blocker", 9, "z"), &blocking);
+    ASSERT_EQ(blocking.get_future().wait_for(10s), std::future_status::ready) << "the one worker never wrote";
+  }
   double Superseded() {
     for (const auto& family : registry_.Collect()) {
       if (family.name == "relay_dispatch_writes_superseded_total") return family.metric.at(0).counter.value;
@@ -205,13 +216,8 @@ class CoalescingTest : public SchedulerTest {
 // queued one, which is never sent; the newest goes out, and so do the
 // other repository's and a second delivery of the same head.
 TEST_F(CoalescingTest, ANewerHeadSupersedesTheQueuedDispatchAndTheNewestGoesOut) {
-  Control(bhttp::verb::post, "/_fake/config", R"({"latency_ms":300})");
-  SchedulerOptions o;
-  o.concurrency = 1;
-  StartScheduler(o);
-  std::promise<void> blocking;
-  auto blocker = SubmitKeyed(PrDispatch("acme/other", "blocker", 9, "z"), &blocking);
-  ASSERT_EQ(blocking.get_future().wait_for(10s), std::future_status::ready) << "the one worker never wrote";
+  std::future<JobResult> blocker;
+  ASSERT_NO_FATAL_FAILURE(HoldTheOneWorker(&blocker));
   auto a = SubmitKeyed(PrDispatch("acme/l1", "a", 7, "a1"));
   auto other_repo = SubmitKeyed(PrDispatch("acme/l2", "a-l2", 7, "a1"));
   auto b = SubmitKeyed(PrDispatch("acme/l1", "b", 7, "b2"));
@@ -234,13 +240,8 @@ TEST_F(CoalescingTest, ANewerHeadSupersedesTheQueuedDispatchAndTheNewestGoesOut)
 // times the older is the one superseded, and the newer goes out; a request
 // without event times (from before the field) keeps the order of arrival.
 TEST_F(CoalescingTest, AnOlderHeadArrivingSecondIsTheOneSuperseded) {
-  Control(bhttp::verb::post, "/_fake/config", R"({"latency_ms":300})");
-  SchedulerOptions o;
-  o.concurrency = 1;
-  StartScheduler(o);
-  std::promise<void> blocking;
-  auto blocker = SubmitKeyed(PrDispatch("acme/other", "blocker", 9, "z"), &blocking);
-  ASSERT_EQ(blocking.get_future().wait_for(10s), std::future_status::ready) << "the one worker never wrote";
+  std::future<JobResult> blocker;
+  ASSERT_NO_FATAL_FAILURE(HoldTheOneWorker(&blocker));
   auto at = [](v1::GitHubRequest r, int64_t event_s, int64_t received_ms) {
     r.mutable_dispatch()->set_event_at_unix_ms(event_s * 1000);
     r.mutable_dispatch()->set_received_at_unix_ms(received_ms);
