@@ -249,15 +249,15 @@ TEST_F(CoalescingTest, AnOlderHeadArrivingSecondIsTheOneSuperseded) {
   };
   auto newer = SubmitKeyed(at(PrDispatch("acme/l1", "new", 7, "b2"), 2000, 2'000'500));
   auto older = SubmitKeyed(at(PrDispatch("acme/l1", "old", 7, "a1"), 1000, 2'000'900));  // received later
+  // Without times (another PR): arrival order, as before.
+  auto first = SubmitKeyed(PrDispatch("acme/l1", "first", 8, "c1"));
+  auto second = SubmitKeyed(at(PrDispatch("acme/l1", "second", 8, "d1"), 1000, 1'000'000));
   JobResult ro = older.get();
   EXPECT_EQ(ro.kind, JobResult::Kind::kSuperseded);
   EXPECT_EQ(ro.superseded_by, "new");
   EXPECT_EQ(ro.attempts, 0);
   JobResult rn = newer.get();
   EXPECT_EQ(rn.kind, JobResult::Kind::kDone) << rn.error;
-  // Without times: arrival order, as before.
-  auto first = SubmitKeyed(PrDispatch("acme/l1", "first", 8, "c1"));
-  auto second = SubmitKeyed(at(PrDispatch("acme/l1", "second", 8, "d1"), 1000, 1'000'000));
   EXPECT_EQ(first.get().kind, JobResult::Kind::kSuperseded);
   EXPECT_EQ(second.get().kind, JobResult::Kind::kDone);
   EXPECT_EQ(blocker.get().kind, JobResult::Kind::kDone);
