@@ -189,6 +189,16 @@ WebhookHandler::Validated WebhookHandler::Validate(http::Request& request) {
     v.error = Reject(400, kBadBody, "body is not a JSON object");
     return v;
   }
+  // What goes into the record beside the body, and into its key, is short
+  // on GitHub (an owner 39 characters, a repository 100, a ref 255 bytes,
+  // an action a word). A signed body that says otherwise would make a
+  // record past the topic's size: refused for good by the broker, which
+  // fails readiness for everyone. Refused here, for this request only.
+  if (facts.repository.size() > 256 || facts.action.size() > 64 || facts.ref.size() > 1024 ||
+      facts.sha.size() > 128) {
+    v.error = Reject(400, kBadBody, "repository.full_name, action, ref or sha longer than GitHub makes them");
+    return v;
+  }
 
   v.digest = Sha256(body);
   relay::v1::WebhookRecord record;
