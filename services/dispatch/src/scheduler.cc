@@ -101,26 +101,26 @@ void Scheduler::SupersedeLocked(const std::shared_ptr<Job>& job) {
     // The PR's older head, come after its newer one (GitHub delivered out
     // of order, or a redelivery): this one is superseded, whatever the
     // newer's state, and the newer stays the PR's newest.
-    job->superseded = true;
-    job->superseded_by = newest->request.id();
-    job->finished = true;  // the worker that pops it drops it
-    superseded_.Increment();
-    to_finish_.push_back(job);
-    finish_cv_.notify_one();
+    MarkSupersededLocked(job, newest->request.id());
     return;
   }
   std::shared_ptr<Job> older = std::exchange(newest, job);
   if (!older || older->started || older->superseded || older->finished) return;
   // The same head again (a redelivery of the event) is not newer.
   if (older->request.dispatch().head_sha() == job->request.dispatch().head_sha()) return;
-  older->superseded = true;
-  older->superseded_by = job->request.id();
+  MarkSupersededLocked(older, job->request.id());
+}
+
+void Scheduler::MarkSupersededLocked(const std::shared_ptr<Job>& job, const std::string& by) {
+  job->superseded = true;
+  job->superseded_by = by;
   superseded_.Increment();
-  if (!older->in_worker) {
-    // Queued or in a backoff: its result now, from the finisher (the
-    // submitter may hold its own locks); the worker that pops it drops it.
-    older->finished = true;
-    to_finish_.push_back(std::move(older));
+  if (!job->in_worker) {
+    // Queued, in a backoff or not yet queued: its result now, from the
+    // finisher (the submitter may hold its own locks); the worker that
+    // pops it drops it.
+    job->finished = true;
+    to_finish_.push_back(job);
     finish_cv_.notify_one();
   }
 }

@@ -109,7 +109,9 @@ TEST_F(SchedulerTest, L4WorkQueuedWithL1WorkGoesFirst) {
 // connections, so GitHub never has more calls at once than there are
 // connections, however many workers wait.
 TEST_F(SchedulerTest, WorkersShareTheConnectionsAndNoMoreCallsThanConnectionsAreOpen) {
-  Control(bhttp::verb::post, "/_fake/config", R"({"latency_ms":40})");
+  // Answers slow enough that the two connections' calls overlap even on a
+  // loaded machine (at 40 ms one run in a few dozen saw only one in flight).
+  Control(bhttp::verb::post, "/_fake/config", R"({"latency_ms":200})");
   budget_ = std::make_unique<Budget>(BudgetOptions{1000, 60s}, &clock_);
   auto pool = std::make_shared<ApiPool>([this] { return std::move(*http::Client::New(Origin())); },
                                         credentials_.get(), 2);

@@ -137,6 +137,8 @@ class Scheduler {
   // Under mu_: `job` supersedes the newest older job of its key if it may;
   // a superseded job not held by a worker is handed to the finisher.
   void SupersedeLocked(const std::shared_ptr<Job>& job);
+  // Under mu_: `job` is superseded by request `by` (never sent).
+  void MarkSupersededLocked(const std::shared_ptr<Job>& job, const std::string& by);
   void FinishSuperseded();  // the finisher thread
 
   SchedulerOptions options_;
